@@ -1,0 +1,59 @@
+"""What the sync and async savers share: options, SQL for the schema, versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import Connection, pq
+
+from . import _core
+from ._sql import Queries, queries_for
+from .errors import SaverClosedError
+
+DEFAULT_SCHEMA = "public"
+_IDLE = pq.TransactionStatus.IDLE
+
+
+class _SaverBase(BaseCheckpointSaver[str]):
+    """Options and helpers common to :class:`PostgresSaver` and :class:`AsyncPostgresSaver`."""
+
+    _q: Queries
+    _closed: bool
+
+    def __init__(self, *, serde: SerializerProtocol | None = None, schema: str = DEFAULT_SCHEMA) -> None:
+        super().__init__(serde=serde)
+        self._q = queries_for(schema)
+        self._closed = False
+
+    @property
+    def schema(self) -> str:
+        """The Postgres schema holding this saver's tables."""
+        return self._q.schema
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Next channel version, compatible with the official Postgres saver's version strings."""
+        return _core.next_version(current)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SaverClosedError(f"{type(self).__name__} is closed; create or open a new one")
+
+
+def autocommit_if_idle(conn: Connection[Any]) -> bool:
+    """Switch an idle non-autocommit connection to autocommit; True if the caller must switch back.
+
+    Every saver operation is a single statement, which Postgres runs atomically on its own: with
+    autocommit it costs one round trip instead of BEGIN + statement + COMMIT. The switch is client-side
+    only (psycopg sends nothing), and a connection inside the caller's own transaction is left alone:
+    our statement then joins that transaction.
+    """
+    if not needs_autocommit_switch(conn.autocommit, conn.info.transaction_status):
+        return False
+    conn.autocommit = True
+    return True
+
+
+def needs_autocommit_switch(autocommit: bool, status: pq.TransactionStatus) -> bool:
+    return not autocommit and status == _IDLE

@@ -1,0 +1,387 @@
+"""Pure functions between LangGraph's objects and the rows we store. No I/O happens here.
+
+The savers are thin shells around these: they turn a call into query parameters with one function,
+send one statement, and turn the rows back with another. Everything here is unit-tested without a
+database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    EXCLUDED_METADATA_KEYS,
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .errors import InvalidInputError
+
+# Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
+# A stored None is serialized by the serde as type "null", so the two never mix.
+EMPTY = "empty"
+_BODY_EXCLUDED = ("channel_values", "channel_versions")
+Params = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- config → keys
+
+
+class Keys(NamedTuple):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+
+
+def _text(value: object, what: str) -> str:
+    """A key as Postgres text: str() of it, without NUL characters (text cannot hold them)."""
+    text = value if isinstance(value, str) else str(value)
+    if "\x00" in text:
+        raise InvalidInputError(f"{what} contains a NUL character (\\x00), which Postgres text cannot store: {text!r}")
+    return text
+
+
+def config_keys(config: RunnableConfig | None, *, what: str = "config") -> Keys:
+    """thread_id, checkpoint_ns and checkpoint_id of ``config``; a clear error if thread_id is missing."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        raise InvalidInputError(
+            f"{what} has no configurable.thread_id; pass "
+            "{'configurable': {'thread_id': ...}} to identify the thread"
+        )
+    ns = configurable.get("checkpoint_ns") or ""
+    cid = configurable.get("checkpoint_id")
+    return Keys(
+        _text(thread_id, "thread_id"),
+        _text(ns, "checkpoint_ns"),
+        None if cid is None else _text(cid, "checkpoint_id"),
+    )
+
+
+def thread_id_param(thread_id: object) -> str:
+    if thread_id is None:
+        raise InvalidInputError("thread_id must not be None")
+    return _text(thread_id, "thread_id")
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def merge_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """The metadata to store: the caller's, plus the config's plain values LangGraph adds.
+
+    Follows the rule of LangGraph's ``get_checkpoint_metadata`` (config ``metadata`` and
+    ``configurable`` keys that are not reserved and hold str/int/float/bool values), but keeps every
+    string exactly as given: NUL characters included.
+    """
+    merged: dict[str, Any] = dict(metadata)
+    for source in (config.get("metadata"), config.get("configurable")):
+        if not source:
+            continue
+        for key, value in source.items():
+            if key in merged or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
+                continue
+            if isinstance(value, (str, int, float, bool)):
+                merged[key] = value
+    return merged
+
+
+def _json_safe(obj: Any) -> Any:
+    """A JSON-storable approximation of ``obj`` (used only when the exact form is kept aside)."""
+    if isinstance(obj, str):
+        return obj.replace("\x00", "")
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return obj
+    if isinstance(obj, Mapping):
+        return {_json_safe(str(k)): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_json_safe(v) for v in obj]
+    iso = getattr(obj, "isoformat", None)
+    if callable(iso):
+        return _json_safe(iso())
+    return _json_safe(str(obj))
+
+
+def _reject(obj: Any) -> Any:
+    raise TypeError(type(obj).__name__)
+
+
+def encode_json(obj: Any) -> tuple[str, bool]:
+    """JSON text for a jsonb column, and whether it lost anything (NULs, non-JSON values)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=_reject)
+    except (TypeError, ValueError):
+        return json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False), True
+    if "\\u0000" in text:  # may also be a literal backslash-u0000: re-encoding is then a no-op
+        safe = json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False)
+        return safe, safe != text
+    return text, False
+
+
+def pack_typed(serde: SerializerProtocol, obj: Any) -> bytes:
+    """One bytea holding a serde (type, bytes) pair: ``type`` + newline + bytes."""
+    type_, data = serde.dumps_typed(obj)
+    return type_.encode() + b"\n" + bytes(data)
+
+
+def unpack_typed(serde: SerializerProtocol, packed: bytes) -> Any:
+    type_, _, data = bytes(packed).partition(b"\n")
+    return serde.loads_typed((type_.decode(), data))
+
+
+def filter_param(filter: Mapping[str, Any]) -> str:
+    """A metadata filter as jsonb text for ``metadata @> filter`` (NULs dropped like stored metadata)."""
+    return encode_json(dict(filter))[0]
+
+
+# --------------------------------------------------------------------------- put
+
+
+def put_params(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Params:
+    """Parameters of the ``put`` query. Raises before anything is written if the input is unusable."""
+    keys = config_keys(config)
+    checkpoint_id = _text(checkpoint["id"], "checkpoint id")
+    values = checkpoint["channel_values"]
+    channels: list[str] = []
+    versions: list[str] = []
+    types: list[str] = []
+    blobs: list[bytes | None] = []
+    for channel, version in new_versions.items():
+        channels.append(_text(channel, "channel name"))
+        versions.append(_text(version, "channel version"))
+        if channel in values:
+            type_, data = serde.dumps_typed(values[channel])
+            types.append(type_)
+            blobs.append(bytes(data))
+        else:
+            types.append(EMPTY)
+            blobs.append(None)
+    body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
+    body_type, body_bytes = serde.dumps_typed(body)
+    for channel in checkpoint["channel_versions"]:
+        _text(channel, "channel name")
+    versions_json, _ = encode_json(checkpoint["channel_versions"])
+    merged = merge_metadata(config, metadata)
+    metadata_json, lossy = encode_json(merged)
+    run_id = merged.get("run_id")
+    return {
+        "thread_id": keys.thread_id,
+        "checkpoint_ns": keys.checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
+        "parent_checkpoint_id": keys.checkpoint_id,
+        "run_id": None if run_id is None else _text(run_id, "metadata run_id"),
+        "type": body_type,
+        "checkpoint": bytes(body_bytes),
+        "channel_versions": versions_json,
+        "metadata": metadata_json,
+        "metadata_exact": pack_typed(serde, merged) if lossy else None,
+        "blob_channels": channels,
+        "blob_versions": versions,
+        "blob_types": types,
+        "blob_values": blobs,
+    }
+
+
+def put_result(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+    keys = config_keys(config)
+    return {
+        "configurable": {
+            "thread_id": keys.thread_id,
+            "checkpoint_ns": keys.checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+        }
+    }
+
+
+# --------------------------------------------------------------------------- put_writes
+
+
+def put_writes_params(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Params | None:
+    """Parameters of ``put_writes``, or None when there is nothing to write.
+
+    Ordinary writes get their position as idx; special channels get their fixed negative idx, and
+    if one call repeats a special channel the last value wins (as a later call would).
+    """
+    keys = config_keys(config)
+    if keys.checkpoint_id is None:
+        raise InvalidInputError("put_writes needs a config with configurable.checkpoint_id")
+    rows: dict[int, tuple[str, Any]] = {}
+    for position, (channel, value) in enumerate(writes):
+        idx = WRITES_IDX_MAP.get(channel, position)
+        rows[idx] = (_text(channel, "write channel"), value)
+    if not rows:
+        return None
+    idxs: list[int] = []
+    channels: list[str] = []
+    types: list[str] = []
+    blobs: list[bytes] = []
+    for idx, (channel, value) in rows.items():
+        type_, data = serde.dumps_typed(value)
+        idxs.append(idx)
+        channels.append(channel)
+        types.append(type_)
+        blobs.append(bytes(data))
+    return {
+        "thread_id": keys.thread_id,
+        "checkpoint_ns": keys.checkpoint_ns,
+        "checkpoint_id": keys.checkpoint_id,
+        "task_id": _text(task_id, "task_id"),
+        "task_path": _text(task_path or "", "task_path"),
+        "idxs": idxs,
+        "channels": channels,
+        "types": types,
+        "values": blobs,
+    }
+
+
+# --------------------------------------------------------------------------- reads
+
+
+class Select(NamedTuple):
+    predicates: tuple[str, ...]
+    params: Params
+
+
+def get_tuple_select(config: RunnableConfig) -> Select:
+    keys = config_keys(config)
+    params: Params = {
+        "thread_id": keys.thread_id,
+        "checkpoint_ns": keys.checkpoint_ns,
+        "limit": 1,
+    }
+    if keys.checkpoint_id is None:
+        return Select(("thread", "ns"), params)
+    params["checkpoint_id"] = keys.checkpoint_id
+    return Select(("thread", "ns", "id"), params)
+
+
+def list_select(
+    config: RunnableConfig | None,
+    filter: Mapping[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+) -> Select:
+    """WHERE fragments and parameters for ``list``: everything is pushed into SQL."""
+    predicates: list[str] = []
+    params: Params = {"limit": None}
+    configurable = (config or {}).get("configurable") or {}
+    if configurable.get("thread_id") is not None:
+        keys = config_keys(config)
+        predicates.append("thread")
+        params["thread_id"] = keys.thread_id
+        if configurable.get("checkpoint_ns") is not None:
+            predicates.append("ns")
+            params["checkpoint_ns"] = keys.checkpoint_ns
+        if keys.checkpoint_id is not None:
+            predicates.append("id")
+            params["checkpoint_id"] = keys.checkpoint_id
+    if before is not None:
+        before_id = ((before.get("configurable") or {})).get("checkpoint_id")
+        if before_id is not None:
+            predicates.append("before")
+            params["before"] = _text(before_id, "before checkpoint_id")
+    if filter:
+        if not isinstance(filter, Mapping):
+            raise InvalidInputError(f"filter must be a dict of metadata keys to values, not {type(filter).__name__}")
+        predicates.append("filter")
+        params["filter"] = filter_param(filter)
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
+        params["limit"] = limit
+    return Select(tuple(predicates), params)
+
+
+def row_to_tuple(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTuple:
+    """One row of ``select_tuples`` as a CheckpointTuple (pending writes already in sort order)."""
+    (
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent_id,
+        body_type,
+        body_bytes,
+        channel_versions,
+        metadata,
+        metadata_exact,
+        blob_channels,
+        blob_types,
+        blob_values,
+        write_tasks,
+        write_channels,
+        write_types,
+        write_values,
+    ) = row
+    checkpoint: dict[str, Any] = serde.loads_typed((body_type, body_bytes))
+    checkpoint["channel_versions"] = channel_versions
+    values: dict[str, Any] = {}
+    if blob_channels:
+        for channel, type_, data in zip(blob_channels, blob_types, blob_values):
+            values[channel] = serde.loads_typed((type_, data if data is not None else b""))
+    checkpoint["channel_values"] = values
+    if metadata_exact is not None:
+        metadata = unpack_typed(serde, metadata_exact)
+    pending: list[PendingWrite] = []
+    if write_tasks:
+        for task, channel, type_, data in zip(write_tasks, write_channels, write_types, write_values):
+            pending.append((task, channel, serde.loads_typed((type_, data if data is not None else b""))))
+    config: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+    parent: RunnableConfig | None = None
+    if parent_id is not None:
+        parent = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": parent_id,
+            }
+        }
+    return CheckpointTuple(config, checkpoint, metadata, parent, pending)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- versions
+
+
+def next_version(current: str | int | float | None) -> str:
+    """The next channel version, in the official Postgres saver's format.
+
+    A zero-padded counter and a random fraction: ``"00000000000000000000000000000002.0.52..."``-like
+    strings that sort as text in version order and stay comparable with versions that saver wrote.
+    """
+    if current is None:
+        counter = 0
+    elif isinstance(current, (int, float)):
+        counter = int(current)
+    else:
+        counter = int(current.split(".")[0])
+    return f"{counter + 1:032}.{random.random():016}"

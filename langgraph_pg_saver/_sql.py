@@ -1,0 +1,134 @@
+"""Loads the SQL under ``sql/`` once and renders it for one Postgres schema.
+
+The wheel carries a copy of ``sql/`` inside the package (``langgraph_pg_saver/sql``); an editable
+install or a checkout reads the top-level ``sql/`` directory instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from psycopg import sql
+
+from .errors import InvalidSchemaNameError
+
+_PACKAGED = Path(__file__).parent / "sql"
+_CHECKOUT = Path(__file__).parent.parent / "sql"
+
+# A Postgres identifier we are willing to quote: letters, digits, underscores, at most 63 bytes.
+_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_NAME_RE = re.compile(r"^-- name: (\S+)\s*$", re.MULTILINE)
+_MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
+
+
+def sql_dir() -> Path:
+    """The directory holding ``queries.sql`` and ``migrations/``."""
+    if (_PACKAGED / "queries.sql").is_file():
+        return _PACKAGED
+    if (_CHECKOUT / "queries.sql").is_file():
+        return _CHECKOUT
+    raise FileNotFoundError(f"langgraph_pg_saver: no sql/ directory at {_PACKAGED} or {_CHECKOUT}")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    text: str
+
+
+def _strip_comments(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]
+    return "\n".join(lines).strip()
+
+
+@functools.cache
+def raw_queries() -> dict[str, str]:
+    """Every named query and fragment of ``queries.sql``, comments removed, placeholders kept."""
+    text = (sql_dir() / "queries.sql").read_text(encoding="utf-8")
+    parts = _NAME_RE.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        if name in queries:
+            raise ValueError(f"queries.sql: query {name!r} is defined twice")
+        queries[name] = _strip_comments(body)
+    return queries
+
+
+@functools.cache
+def migrations() -> tuple[Migration, ...]:
+    """The numbered migrations, in order. Numbers must be 1..N without gaps."""
+    found: list[Migration] = []
+    for path in sorted((sql_dir() / "migrations").glob("*.sql")):
+        m = _MIGRATION_RE.match(path.name)
+        if m is None:
+            raise ValueError(f"migration file {path.name!r} is not named NNNN_name.sql")
+        found.append(Migration(int(m.group(1)), m.group(2), path.read_text(encoding="utf-8")))
+    for expected, mig in enumerate(found, start=1):
+        if mig.version != expected:
+            raise ValueError(f"migrations must be numbered 1..N; found {mig.version} at {expected}")
+    return tuple(found)
+
+
+def validate_schema(schema: str) -> str:
+    """Return ``schema`` if it is a plain identifier we can quote safely, else raise."""
+    if not isinstance(schema, str) or not _SCHEMA_RE.match(schema):
+        raise InvalidSchemaNameError(schema)
+    return schema
+
+
+def _render(text: str, schema_sql: str, fragments: dict[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key == "schema":
+            return schema_sql
+        if key in fragments:
+            return fragments[key]
+        raise KeyError(f"unknown placeholder {{{key}}} in SQL")
+
+    return _PLACEHOLDER_RE.sub(sub, text)
+
+
+class Queries:
+    """The project's SQL rendered for one schema, as ready-to-send bytes."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = validate_schema(schema)
+        # the identifier is validated above; Identifier adds the quoting
+        self.schema_sql = sql.Identifier(self.schema).as_string()
+        raw = raw_queries()
+        self._fragments = {k: v for k, v in raw.items() if k.startswith("_")}
+        self._rendered: dict[str, bytes] = {}
+        for name, text in raw.items():
+            if name.startswith("_") or "{where}" in text:
+                continue
+            self._rendered[name] = _render(text, self.schema_sql, self._fragments).encode()
+        self._select_cache: dict[tuple[str, ...], bytes] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._rendered[name]
+
+    def select_tuples(self, predicates: tuple[str, ...]) -> bytes:
+        """``select_tuples`` with the WHERE made of the named ``_w_*`` fragments (AND-ed)."""
+        cached = self._select_cache.get(predicates)
+        if cached is None:
+            parts = [self._fragments[f"_w_{p}"] for p in predicates]
+            where = " AND ".join(f"({p})" for p in parts) if parts else "true"
+            frags = dict(self._fragments, where=where)
+            cached = _render(raw_queries()["select_tuples"], self.schema_sql, frags).encode()
+            self._select_cache[predicates] = cached
+        return cached
+
+    def migration(self, mig: Migration) -> bytes:
+        return _render(mig.text, self.schema_sql, {}).encode()
+
+
+@functools.cache
+def queries_for(schema: str) -> Queries:
+    return Queries(schema)

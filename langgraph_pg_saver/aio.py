@@ -1,0 +1,327 @@
+"""AsyncPostgresSaver: the asyncio checkpointer over a psycopg async pool or connection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import AsyncConnection, AsyncCursor, errors, pq
+from psycopg.rows import TupleRow, tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import _core, _migrate
+from ._base import DEFAULT_SCHEMA, _SaverBase, needs_autocommit_switch
+from ._sql import Queries
+from .errors import PgSaverError
+
+logger = logging.getLogger(__name__)
+
+_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
+_IDLE_STATUS = pq.TransactionStatus.IDLE
+T = TypeVar("T")
+
+
+class AsyncPostgresSaver(_SaverBase):
+    """The asyncio twin of :class:`PostgresSaver`: same tables, same SQL, same behaviour.
+
+    Args:
+        conn: a ``psycopg_pool.AsyncConnectionPool`` (concurrent calls use concurrent connections) or a
+            single ``psycopg.AsyncConnection`` (calls are serialized on it), configured any way.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
+        serde: the serializer (LangGraph's default when None).
+        schema: the Postgres schema for the tables (default ``public``).
+
+    The synchronous methods (``get_tuple``, ``list``, ``put``, ...) work from threads other than the
+    event loop's (LangGraph calls them that way): they run the async method on the saver's loop.
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        pipe: object | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+    ) -> None:
+        super().__init__(serde=serde, schema=schema)
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._conn: AsyncConnection[Any] | None = None
+        if isinstance(conn, AsyncConnectionPool):
+            self._pool = conn
+        elif isinstance(conn, AsyncConnection):
+            self._conn = conn
+        else:
+            raise TypeError(
+                "AsyncPostgresSaver needs a psycopg AsyncConnection or psycopg_pool "
+                f"AsyncConnectionPool, not {type(conn).__name__}"
+            )
+        self._lock = asyncio.Lock()
+        self._owns_pool = False
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = 1,
+        max_size: int = 10,
+        prepare_threshold: int | None = None,
+        pool_kwargs: dict[str, Any] | None = None,
+        connect_kwargs: dict[str, Any] | None = None,
+    ) -> AsyncPostgresSaver:
+        """A saver that creates and owns an async pool to ``conn_string``.
+
+        Use ``async with AsyncPostgresSaver.from_conn_string(dsn) as saver:`` or ``await
+        saver.open()`` / ``await saver.close()``. See :meth:`PostgresSaver.from_conn_string`.
+        """
+        kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
+        kwargs.update(connect_kwargs or {})
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            conn_string,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            name="langgraph-pg-saver",
+            **(pool_kwargs or {}),
+        )
+        saver = cls(pool, serde=serde, schema=schema)
+        saver._owns_pool = True
+        saver._closed = True  # until open()
+        return saver
+
+    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresSaver:
+        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
+        self.loop = asyncio.get_running_loop()
+        if self._owns_pool and self._pool is not None:
+            await self._pool.open(wait=wait, timeout=timeout)
+        self._closed = False
+        return self
+
+    async def close(self) -> None:
+        """Close the saver; closes the pool only if ``from_conn_string`` created it."""
+        self._closed = True
+        if self._owns_pool and self._pool is not None:
+            await self._pool.close()
+
+    async def __aenter__(self) -> AsyncPostgresSaver:
+        if self._closed:
+            await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        self._check_open()
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        if self._pool is not None:
+            async with self._pool.connection() as conn:
+                yield conn
+        else:
+            assert self._conn is not None
+            async with self._lock:
+                yield self._conn
+
+    @asynccontextmanager
+    async def _cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
+        async with self._connection() as conn:
+            switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
+            if switched:
+                await conn.set_autocommit(True)
+            try:
+                async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                    yield cur
+            finally:
+                if switched:
+                    await conn.set_autocommit(False)
+
+    # ------------------------------------------------------------------ schema
+
+    async def setup(self, *, check: bool = False) -> None:
+        """Create or upgrade the tables; safe from many workers at once. See :meth:`PostgresSaver.setup`."""
+        q = self._q
+        async with self._cursor() as cur:
+            applied = await _read_applied(cur, q)
+            if not _migrate.pending(q.schema, applied):
+                return
+            if check:
+                _migrate.check(q.schema, applied)
+            conn = cur.connection
+            async with conn.transaction():
+                await cur.execute(q["migrations_lock"], {"key": _migrate.lock_key(q.schema)})
+                await cur.execute(q["schema_exists"], {"schema": q.schema})
+                row = await cur.fetchone()
+                if not (row and row[0]):
+                    await cur.execute(q["schema_create"])
+                await cur.execute(q["migrations_bootstrap"])
+                await cur.execute(q["migrations_applied"])
+                applied = [r[0] for r in await cur.fetchall()]
+                for mig in _migrate.pending(q.schema, applied):
+                    logger.info("applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema)
+                    # several statements: the simple query protocol of a text cursor
+                    async with conn.cursor(binary=False) as ddl:
+                        await ddl.execute(q.migration(mig), prepare=False)
+                    await cur.execute(q["migrations_record"], {"version": mig.version, "name": mig.name})
+
+    async def verify_schema(self) -> None:
+        """Raise unless the schema is current; changes nothing."""
+        await self.setup(check=True)
+
+    # ------------------------------------------------------------------ the base contract (async)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
+        sel = _core.get_tuple_select(config)
+        async with self._cursor() as cur:
+            await cur.execute(self._q.select_tuples(sel.predicates), sel.params)
+            row = await cur.fetchone()
+        return None if row is None else _core.row_to_tuple(self.serde, row)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints newest first; every criterion runs in SQL."""
+        sel = _core.list_select(config, filter, before, limit)
+        async with self._cursor() as cur:
+            await cur.execute(self._q.select_tuples(sel.predicates), sel.params)
+            rows = await cur.fetchall()
+        for row in rows:
+            yield _core.row_to_tuple(self.serde, row)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and its changed channel values (one statement)."""
+        params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
+        async with self._cursor() as cur:
+            await cur.execute(self._q["put"], params)
+        return _core.put_result(config, checkpoint)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes (one statement)."""
+        params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
+        if params is None:
+            return
+        async with self._cursor() as cur:
+            await cur.execute(self._q["put_writes"], params)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of ``thread_id``."""
+        tid = _core.thread_id_param(thread_id)
+        async with self._cursor() as cur:
+            await cur.execute(self._q["delete_thread"], {"thread_id": tid})
+
+    # ------------------------------------------------------------------ sync bridge
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop:
+            coro.close()
+            if loop is None:
+                raise PgSaverError(
+                    "AsyncPostgresSaver is not bound to an event loop yet: open it (or call an async "
+                    "method) inside your loop before using its synchronous methods from other threads"
+                )
+            raise asyncio.InvalidStateError(
+                "Synchronous calls to AsyncPostgresSaver are only allowed from a thread other than "
+                "its event loop's; inside the loop use the async methods (aget_tuple, alist, aput...)"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run_sync(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        yield from self._run_sync(collect())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._run_sync(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run_sync(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run_sync(self.adelete_thread(thread_id))
+
+
+async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | None:
+    conn = cur.connection
+    try:
+        if conn.info.transaction_status == _IDLE_STATUS:
+            await cur.execute(q["migrations_applied"])
+            return [r[0] for r in await cur.fetchall()]
+        async with conn.transaction():
+            await cur.execute(q["migrations_applied"])
+            return [r[0] for r in await cur.fetchall()]
+    except _MISSING_SCHEMA:
+        return None
