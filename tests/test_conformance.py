@@ -1,0 +1,98 @@
+"""The official langgraph-checkpoint-conformance suite, against both savers.
+
+The suite is async-only. The async saver runs it directly; the sync saver runs it through a thin
+adapter whose async methods call the sync ones, so every spec test also exercises the sync code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+
+from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+
+BASE = {c.value for c in BASE_CAPABILITIES}
+
+
+class SyncAsAsync(BaseCheckpointSaver[str]):
+    """Presents a PostgresSaver's sync methods as the async API the conformance suite calls."""
+
+    def __init__(self, inner: PostgresSaver) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.inner.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for t in self.inner.list(config, filter=filter, before=before, limit=limit):
+            yield t
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.inner.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.inner.delete_thread(thread_id)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return self.inner.get_next_version(current, channel)
+
+
+def _assert_report(report: Any, expected: set[str]) -> None:
+    print(report.to_dict() if hasattr(report, "to_dict") else report)
+    detected = {name for name, r in report.results.items() if r.detected}
+    assert detected == expected, f"detected capabilities {sorted(detected)} != {sorted(expected)}"
+    failures = {name: r.failures for name, r in report.results.items() if r.detected and not r.passed}
+    assert not failures, f"conformance failures: {failures}"
+    for name in expected:
+        assert report.results[name].tests_passed > 0, name
+
+
+async def test_conformance_async_saver(db_dsn: str) -> None:
+    @checkpointer_test(name="AsyncPostgresSaver")
+    async def factory() -> AsyncIterator[AsyncPostgresSaver]:
+        async with AsyncPostgresSaver.from_conn_string(db_dsn, max_size=4) as saver:
+            yield saver
+
+    report = await validate(factory)
+    _assert_report(report, BASE)
+
+
+async def test_conformance_sync_saver(db_dsn: str) -> None:
+    @checkpointer_test(name="PostgresSaver")
+    async def factory() -> AsyncIterator[BaseCheckpointSaver[str]]:
+        with PostgresSaver.from_conn_string(db_dsn, max_size=4) as saver:
+            yield SyncAsAsync(saver)
+
+    report = await validate(factory)
+    _assert_report(report, BASE)
+
