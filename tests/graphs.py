@@ -1,0 +1,137 @@
+"""Real LangGraph graphs the tests compile with our savers (and with InMemorySaver as the reference)."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+
+class State(TypedDict):
+    foo: str
+    bar: Annotated[list[str], operator.add]
+
+
+def node_a(state: State) -> dict[str, Any]:
+    return {"foo": "a", "bar": ["a"]}
+
+
+def node_b(state: State) -> dict[str, Any]:
+    return {"foo": "b", "bar": ["b"]}
+
+
+def two_nodes() -> StateGraph[Any]:
+    """The node_a → node_b example of LangGraph's persistence docs."""
+    g: StateGraph[Any] = StateGraph(State)
+    g.add_node(node_a)
+    g.add_node(node_b)
+    g.add_edge(START, "node_a")
+    g.add_edge("node_a", "node_b")
+    g.add_edge("node_b", END)
+    return g
+
+
+class ApprovalState(TypedDict):
+    request: str
+    answer: str
+
+
+def ask(state: ApprovalState) -> dict[str, Any]:
+    answer = interrupt({"question": f"approve {state['request']}?"})
+    return {"answer": answer}
+
+
+def approval() -> StateGraph[Any]:
+    g: StateGraph[Any] = StateGraph(ApprovalState)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    return g
+
+
+class FanState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+class Flaky:
+    """Two sibling nodes in one superstep: ``good`` counts its runs, ``bad`` fails until fixed."""
+
+    def __init__(self) -> None:
+        self.good_runs = 0
+        self.bad_fails = True
+        self.good_done = threading.Event()
+
+    def good(self, state: FanState) -> dict[str, Any]:
+        self.good_runs += 1
+        self.good_done.set()
+        return {"log": ["good"]}
+
+    def bad(self, state: FanState) -> dict[str, Any]:
+        if self.bad_fails:
+            # fail only once the sibling has finished, so its write is what the test is about
+            self.good_done.wait(timeout=30)
+            raise RuntimeError("bad node failed")
+        return {"log": ["bad"]}
+
+    def graph(self) -> StateGraph[Any]:
+        g: StateGraph[Any] = StateGraph(FanState)
+        g.add_node("good", self.good)
+        g.add_node("bad", self.bad)
+        g.add_edge(START, "good")
+        g.add_edge(START, "bad")
+        g.add_edge("good", END)
+        g.add_edge("bad", END)
+        return g
+
+
+class Inner(TypedDict):
+    foo: str
+    inner_log: Annotated[list[str], operator.add]
+
+
+def inner_step(state: Inner) -> dict[str, Any]:
+    return {"foo": state["foo"] + "|inner", "inner_log": ["ran"]}
+
+
+def with_subgraph() -> StateGraph[Any]:
+    inner: StateGraph[Any] = StateGraph(Inner)
+    inner.add_node("inner_step", inner_step)
+    inner.add_edge(START, "inner_step")
+    inner.add_edge("inner_step", END)
+
+    outer: StateGraph[Any] = StateGraph(Inner)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    return outer
+
+
+def _extend(state: list[str], writes: Sequence[list[str]]) -> list[str]:
+    out = list(state)
+    for w in writes:
+        out.extend(w)
+    return out
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=3)]
+    turns: int
+
+
+def chat_turn(state: DeltaState) -> dict[str, Any]:
+    n = state.get("turns", 0) + 1
+    return {"messages": [f"reply {n}"], "turns": n}
+
+
+def delta_chat() -> StateGraph[Any]:
+    g: StateGraph[Any] = StateGraph(DeltaState)
+    g.add_node("chat", chat_turn)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    return g
