@@ -1,0 +1,324 @@
+"""Behaviour beyond the conformance suite: lifecycle, pools, connection settings, bad input, NULs,
+strict msgpack, the async saver's sync methods, and sync/async parity."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from helpers import checkpoint, config
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from langgraph_pg_saver import (
+    AsyncPostgresSaver,
+    InvalidInputError,
+    PostgresSaver,
+    SaverClosedError,
+)
+
+
+def count(dsn: str, table: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # test-only, fixed names
+        assert row is not None
+        return int(row[0])
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def test_from_conn_string_context_manager_and_closed_errors(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+    with pytest.raises(SaverClosedError, match="closed"):
+        saver.get_tuple(config("t"))
+    with pytest.raises(SaverClosedError):
+        list(saver.list(None))
+
+
+def test_open_and_close_without_a_with_block(db_dsn: str) -> None:
+    saver = PostgresSaver.from_conn_string(db_dsn, min_size=1, max_size=2)
+    with pytest.raises(SaverClosedError):
+        saver.get_tuple(config("t"))  # not opened yet
+    saver.open()
+    try:
+        assert saver.get_tuple(config("t")) is None
+    finally:
+        saver.close()
+    with pytest.raises(SaverClosedError):
+        saver.put(config("t"), checkpoint(), {}, {})
+
+
+async def test_async_open_close(db_dsn: str) -> None:
+    saver = AsyncPostgresSaver.from_conn_string(db_dsn)
+    await saver.open()
+    assert await saver.aget_tuple(config("t")) is None
+    await saver.close()
+    with pytest.raises(SaverClosedError):
+        await saver.aget_tuple(config("t"))
+    async with AsyncPostgresSaver.from_conn_string(db_dsn) as again:
+        assert await again.aget_tuple(config("t")) is None
+
+
+def test_close_leaves_a_callers_pool_open(db_dsn: str) -> None:
+    with ConnectionPool(db_dsn, min_size=1, max_size=2, open=True) as pool:
+        saver = PostgresSaver(pool)
+        saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+        saver.close()
+        assert not pool.closed
+        assert PostgresSaver(pool).get_tuple(config("t")) is not None
+
+
+def test_constructor_rejects_what_is_not_a_connection() -> None:
+    with pytest.raises(TypeError, match="psycopg Connection or psycopg_pool ConnectionPool"):
+        PostgresSaver("postgresql://localhost/db")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- concurrency on a pool
+
+
+def test_a_blocked_call_does_not_block_other_calls_on_the_pool(db_dsn: str) -> None:
+    """No instance-wide lock: while one put waits on a row lock, another thread's put completes."""
+    with PostgresSaver.from_conn_string(db_dsn, min_size=2, max_size=4) as saver:
+        cp = checkpoint({"a": 1})
+        blocker = psycopg.connect(db_dsn)
+        try:
+            # an uncommitted row with the same key makes the first put wait on the unique index
+            blocker.execute(
+                "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint,"
+                " channel_versions, metadata) VALUES ('slow', '', %s, 'x', '', '{}', '{}')",
+                (cp["id"],),
+            )
+            with ThreadPoolExecutor(2) as pool:
+                slow = pool.submit(saver.put, config("slow"), cp, {}, {"a": 1})
+                waiting = threading.Event()
+
+                def put_other() -> None:
+                    waiting.wait(1)  # give the slow put a head start
+                    saver.put(config("fast"), checkpoint({"b": 2}), {}, {"b": 2})
+
+                pool.submit(put_other).result(timeout=60)
+                assert not slow.done(), "the blocked put should still be waiting"
+                assert saver.get_tuple(config("fast")) is not None
+                blocker.rollback()
+                slow.result(timeout=60)
+        finally:
+            blocker.close()
+        tup = saver.get_tuple(config("slow"))
+        assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}
+
+
+async def test_async_calls_run_concurrently_on_the_pool(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn, min_size=2, max_size=4) as saver:
+        cp = checkpoint({"a": 1})
+        async with await psycopg.AsyncConnection.connect(db_dsn) as blocker:
+            await blocker.execute(
+                "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint,"
+                " channel_versions, metadata) VALUES ('slow', '', %s, 'x', '', '{}', '{}')",
+                (cp["id"],),
+            )
+            slow = asyncio.create_task(saver.aput(config("slow"), cp, {}, {"a": 1}))
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(saver.aput(config("fast"), checkpoint({"b": 2}), {}, {"b": 2}), 60)
+            assert not slow.done()
+            await blocker.rollback()
+            await asyncio.wait_for(slow, 60)
+        assert (await saver.aget_tuple(config("slow"))) is not None
+
+
+# ---------------------------------------------------------------- connection settings
+
+
+def test_single_connection_configured_any_way(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, autocommit=False, row_factory=dict_row) as conn:
+        saver = PostgresSaver(conn)
+        stored = saver.put(config("t"), checkpoint({"a": 1}), {"k": "v"}, {"a": 1})
+        saver.put_writes(stored, [("a", 2)], "task")
+        tup = saver.get_tuple(config("t"))
+        assert tup is not None and tup.pending_writes == [("task", "a", 2)]
+        assert [t.metadata["k"] for t in saver.list(config("t"))] == ["v"]  # type: ignore[typeddict-item]
+        assert conn.autocommit is False and conn.row_factory is dict_row
+    # committed: another connection sees it
+    assert count(db_dsn, "pgsaver_checkpoints") == 1
+
+
+def test_a_call_inside_the_callers_transaction_joins_it(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        saver = PostgresSaver(conn)
+        conn.execute("SELECT 1")  # opens a transaction
+        saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(config("t")) is not None
+        conn.rollback()
+        assert saver.get_tuple(config("t")) is None
+
+
+# ---------------------------------------------------------------- values and metadata
+
+
+def test_nul_characters_round_trip_in_values_metadata_and_writes(saver: PostgresSaver) -> None:
+    values = {"text": "a\x00b", "nested": {"k\x00": ["\x00"]}, "none": None}
+    cp = checkpoint(values)
+    metadata = {"source": "loop", "step": 1, "note": "x\x00y", "deep": {"list": ["\x00z"]}}
+    stored = saver.put(config("t"), cp, metadata, cp["channel_versions"])  # type: ignore[arg-type]
+    saver.put_writes(stored, [("text", "w\x00")], "task\x01")
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == values
+    assert tup.metadata == metadata
+    assert tup.pending_writes == [("task\x01", "text", "w\x00")]
+    # the filterable copy has NULs removed, so a filter without them finds it, and so does one with them
+    assert len(list(saver.list(None, filter={"note": "xy"}))) == 1
+    assert len(list(saver.list(None, filter={"note": "x\x00y"}))) == 1
+
+
+def test_metadata_is_stored_whole(saver: PostgresSaver) -> None:
+    metadata = {"source": "update", "step": 3, "parents": {"": "p"}, "custom": {"a": [1, 2.5, True, None]},
+                "run_id": "run-1", "writes": {"node": {"x": 1}}}
+    stored = saver.put(config("t"), checkpoint(), metadata, {})  # type: ignore[arg-type]
+    tup = saver.get_tuple(stored)
+    assert tup is not None and tup.metadata == metadata
+    # config values LangGraph records in metadata are added, reserved keys are not
+    cfg = config("t2")
+    cfg["configurable"]["user_id"] = "u1"
+    cfg["configurable"]["__secret"] = "no"
+    cfg["metadata"] = {"tenant": "acme"}
+    stored = saver.put(cfg, checkpoint(), {"step": 0}, {})
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.metadata == {"step": 0, "user_id": "u1", "tenant": "acme"}
+
+
+def test_list_filters_across_threads_and_pushes_limit_into_sql(saver: PostgresSaver) -> None:
+    for i in range(6):
+        saver.put(config(f"thread-{i}"), checkpoint(), {"source": "loop", "step": i, "team": "red" if i % 2 else "blue"}, {})  # type: ignore[arg-type]
+    red = list(saver.list(None, filter={"team": "red"}))
+    assert sorted(t.config["configurable"]["thread_id"] for t in red) == ["thread-1", "thread-3", "thread-5"]
+    assert len(list(saver.list(None, filter={"team": "red"}, limit=2))) == 2
+    assert len(list(saver.list(None, limit=0))) == 0
+    assert len(list(saver.list(None))) == 6
+
+
+def test_put_same_checkpoint_twice_keeps_one_row_with_the_latest_metadata(saver: PostgresSaver) -> None:
+    cp = checkpoint({"a": 1})
+    saver.put(config("t"), cp, {"step": 1}, {"a": 1})
+    saver.put(config("t"), cp, {"step": 2}, {"a": 1})
+    rows = list(saver.list(config("t")))
+    assert len(rows) == 1 and rows[0].metadata == {"step": 2}
+
+
+def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(saver: PostgresSaver) -> None:
+    stored = saver.put(config("t"), checkpoint(), {}, {})
+    saver.put_writes(stored, [("ch", "first"), ("__interrupt__", "i1")], "task", "p")
+    saver.put_writes(stored, [("ch", "second"), ("__interrupt__", "i2")], "task", "p")
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.pending_writes == [("task", "__interrupt__", "i2"), ("task", "ch", "first")]
+
+
+def test_pending_writes_come_in_writes_sort_key_order(saver: PostgresSaver) -> None:
+    stored = saver.put(config("t"), checkpoint(), {}, {})
+    saver.put_writes(stored, [("c", 1), ("c", 2)], "task-b", "~1")
+    saver.put_writes(stored, [("c", 3)], "task-a", "~2")
+    saver.put_writes(stored, [("c", 4)], "task-z", "")
+    saver.put_writes(stored, [("c", 5)], "task-c", "~1")
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert [w[2] for w in tup.pending_writes or []] == [4, 1, 2, 5, 3]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_input_fails_before_anything_is_written(saver: PostgresSaver, db_dsn: str) -> None:
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        saver.put({"configurable": {}}, checkpoint({"a": 1}), {}, {"a": 1})
+    with pytest.raises(InvalidInputError, match="NUL"):
+        saver.put(config("bad\x00thread"), checkpoint({"a": 1}), {}, {"a": 1})
+    with pytest.raises(InvalidInputError, match="channel name"):
+        saver.put(config("t"), checkpoint({"a\x00": 1}), {}, {"a\x00": 1})
+    with pytest.raises(InvalidInputError, match="checkpoint_id"):
+        saver.put_writes(config("t"), [("a", 1)], "task")
+    with pytest.raises(InvalidInputError, match="limit"):
+        list(saver.list(None, limit=-1))
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        saver.get_tuple({"configurable": {}})
+    assert count(db_dsn, "pgsaver_checkpoints") == 0
+    assert count(db_dsn, "pgsaver_blobs") == 0
+    assert count(db_dsn, "pgsaver_writes") == 0
+
+
+# ---------------------------------------------------------------- strict msgpack
+
+
+@dataclass
+class Custom:
+    name: str
+
+
+def test_with_allowlist_strict_msgpack(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=JsonPlusSerializer(allowed_msgpack_modules=None)) as strict:
+        cp = checkpoint({"obj": Custom("x")})
+        stored = strict.put(config("t"), cp, {}, cp["channel_versions"])
+        blocked = strict.get_tuple(stored)
+        assert blocked is not None and not isinstance(blocked.checkpoint["channel_values"]["obj"], Custom)
+
+        allowed = strict.with_allowlist([(Custom.__module__, "Custom")])
+        assert isinstance(allowed, PostgresSaver) and allowed is not strict
+        tup = allowed.get_tuple(stored)
+        assert tup is not None and tup.checkpoint["channel_values"]["obj"] == Custom("x")
+
+
+# ---------------------------------------------------------------- async saver's sync methods
+
+
+async def test_async_saver_sync_methods_from_another_thread(asaver: AsyncPostgresSaver) -> None:
+    cp = checkpoint({"a": 1})
+    stored = await asyncio.to_thread(asaver.put, config("t"), cp, {"step": 1}, {"a": 1})
+    await asyncio.to_thread(asaver.put_writes, stored, [("a", 2)], "task")
+    tup = await asyncio.to_thread(asaver.get_tuple, config("t"))
+    assert tup is not None and tup.pending_writes == [("task", "a", 2)]
+    listed = await asyncio.to_thread(lambda: list(asaver.list(config("t"))))
+    assert [t.checkpoint["id"] for t in listed] == [cp["id"]]
+    await asyncio.to_thread(asaver.delete_thread, "t")
+    assert await asaver.aget_tuple(config("t")) is None
+    # from the loop's own thread it would deadlock: a clear error instead
+    with pytest.raises(asyncio.InvalidStateError, match="thread other than"):
+        asaver.get_tuple(config("t"))
+
+
+# ---------------------------------------------------------------- parity
+
+
+def test_sync_and_async_savers_expose_the_same_api() -> None:
+    pairs = {"get_tuple": "aget_tuple", "list": "alist", "put": "aput", "put_writes": "aput_writes",
+             "delete_thread": "adelete_thread", "setup": "setup", "verify_schema": "verify_schema",
+             "open": "open", "close": "close", "from_conn_string": "from_conn_string",
+             "get_next_version": "get_next_version", "__init__": "__init__"}
+    for sync_name, async_name in pairs.items():
+        s = inspect.signature(getattr(PostgresSaver, sync_name))
+        a = inspect.signature(getattr(AsyncPostgresSaver, async_name))
+        assert list(s.parameters) == list(a.parameters), sync_name
+        for name, p in s.parameters.items():
+            assert p.kind == a.parameters[name].kind, (sync_name, name)
+            assert p.default == a.parameters[name].default, (sync_name, name)
+    for name in ("get_tuple", "list", "put", "put_writes", "delete_thread"):
+        assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(getattr(AsyncPostgresSaver, name))
+    public_sync = {n for n in dir(PostgresSaver) if not n.startswith("_")}
+    public_async = {n for n in dir(AsyncPostgresSaver) if not n.startswith("_")}
+    assert public_sync - public_async == set()
+    assert public_async - public_sync <= {"loop"}
+
+
+def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) -> None:
+    v1 = saver.get_next_version(None, None)
+    v2 = saver.get_next_version(v1, None)
+    assert v1.startswith("0" * 31 + "1.") and v2.startswith("0" * 31 + "2.")
+    assert v1 < v2
+    assert saver.get_next_version(7, None).startswith("0" * 31 + "8.")  # type: ignore[arg-type]
