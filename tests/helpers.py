@@ -14,9 +14,13 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 from psycopg import pq
 
 
-def checkpoint(values: dict[str, Any] | None = None, versions: dict[str, Any] | None = None) -> Checkpoint:
+def checkpoint(
+    values: dict[str, Any] | None = None, versions: dict[str, Any] | None = None
+) -> Checkpoint:
     cp = generate_checkpoint(channel_values=dict(values or {}))
-    cp["channel_versions"] = dict(versions if versions is not None else {k: 1 for k in (values or {})})
+    cp["channel_versions"] = dict(
+        versions if versions is not None else {k: 1 for k in (values or {})}
+    )
     return cp
 
 
@@ -50,4 +54,6 @@ def traced(pgconn: Any) -> Iterator[Trace]:
         with open(path, encoding="utf-8", errors="replace") as f:
             trace.messages = f.read().splitlines()
         os.unlink(path)
-    trace.round_trips = sum(1 for m in trace.messages if "\tReadyForQuery" in m and m.startswith("B"))
+    trace.round_trips = sum(
+        1 for m in trace.messages if "\tReadyForQuery" in m and m.startswith("B")
+    )

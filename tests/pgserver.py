@@ -59,7 +59,7 @@ def _docker_socket_answers() -> bool:
     """A millisecond probe of the Docker engine's socket, before the docker client touches it."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if host.startswith("unix://"):
-        path = host[len("unix://"):]
+        path = host[len("unix://") :]
         if not os.path.exists(path):
             return False
         with socket.socket(socket.AF_UNIX) as s:
@@ -101,7 +101,9 @@ def _bindirs() -> list[Path]:
         out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=False)
         if out.returncode == 0:
             dirs.append(Path(out.stdout.strip()))
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True)
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True
+    )
     dirs.extend(Path(p) for p in versions)
     return [d for d in dirs if (d / "initdb").exists() and (d / "pg_ctl").exists()]
 
@@ -134,11 +136,36 @@ def from_local_binaries() -> Server | None:
         subprocess.run(list(args), check=True, capture_output=True, user=user)
 
     try:
-        run(str(bindir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
-            "--locale=C.UTF-8", "--no-sync")
-        opts = (f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        run(str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "-t", "60", "start")
+        run(
+            str(bindir / "initdb"),
+            "-D",
+            data,
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
+        opts = (
+            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            data,
+            "-o",
+            opts,
+            "-l",
+            os.path.join(base, "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
     except subprocess.CalledProcessError:
         shutil.rmtree(base, ignore_errors=True)
         return None

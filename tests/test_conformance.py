@@ -56,7 +56,11 @@ class SyncAsAsync(BaseCheckpointSaver[str]):
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
     ) -> None:
         self.inner.put_writes(config, writes, task_id, task_path)
 
@@ -71,7 +75,9 @@ def _assert_report(report: Any, expected: set[str]) -> None:
     print(report.to_dict() if hasattr(report, "to_dict") else report)
     detected = {name for name, r in report.results.items() if r.detected}
     assert detected == expected, f"detected capabilities {sorted(detected)} != {sorted(expected)}"
-    failures = {name: r.failures for name, r in report.results.items() if r.detected and not r.passed}
+    failures = {
+        name: r.failures for name, r in report.results.items() if r.detected and not r.passed
+    }
     assert not failures, f"conformance failures: {failures}"
     for name in expected:
         assert report.results[name].tests_passed > 0, name
@@ -95,4 +101,3 @@ async def test_conformance_sync_saver(db_dsn: str) -> None:
 
     report = await validate(factory)
     _assert_report(report, BASE)
-

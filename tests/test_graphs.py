@@ -3,6 +3,7 @@ LangGraph's InMemorySaver."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,14 +32,18 @@ class Runner:
         return await graph.ainvoke(inp, config) if self.is_async else graph.invoke(inp, config)
 
     async def state(self, graph: Any, config: dict[str, Any], **kw: Any) -> StateSnapshot:
-        return await graph.aget_state(config, **kw) if self.is_async else graph.get_state(config, **kw)
+        return (
+            await graph.aget_state(config, **kw) if self.is_async else graph.get_state(config, **kw)
+        )
 
     async def history(self, graph: Any, config: dict[str, Any]) -> list[StateSnapshot]:
         if self.is_async:
             return [s async for s in graph.aget_state_history(config)]
         return list(graph.get_state_history(config))
 
-    async def update(self, graph: Any, config: dict[str, Any], values: Any, as_node: str | None = None) -> Any:
+    async def update(
+        self, graph: Any, config: dict[str, Any], values: Any, as_node: str | None = None
+    ) -> Any:
         if self.is_async:
             return await graph.aupdate_state(config, values, as_node=as_node)
         return graph.update_state(config, values, as_node=as_node)
@@ -70,7 +75,9 @@ def _shape(s: StateSnapshot) -> tuple[Any, ...]:
     )
 
 
-async def _reference(build: Callable[[], StateGraph[Any]], steps: Callable[[Runner, Any], Any]) -> list[Any]:
+async def _reference(
+    build: Callable[[], StateGraph[Any]], steps: Callable[[Runner, Any], Any]
+) -> list[Any]:
     ref = Runner(InMemorySaver(), False)
     graph = ref.compile(build())
     await steps(ref, graph)
@@ -98,7 +105,7 @@ async def test_four_checkpoints_of_the_persistence_docs(runner: Runner) -> None:
         ("input", -1),
     ]
     # newest first, each checkpoint's parent is the next one in the list
-    for newer, older in zip(history, history[1:]):
+    for newer, older in itertools.pairwise(history):
         assert newer.parent_config is not None
         assert newer.parent_config["configurable"]["checkpoint_id"] == _cid(older)
         assert _cid(newer) > _cid(older)
@@ -158,7 +165,8 @@ async def test_update_state_forks(runner: Runner) -> None:
     fork_config = await runner.update(graph, before_b.config, {"foo": "x", "bar": ["x"]})
     forked = await runner.state(graph, fork_config)
     assert forked.values == {"foo": "x", "bar": ["a", "x"]}
-    assert forked.metadata is not None and forked.metadata["source"] == "update"
+    assert forked.metadata is not None
+    assert forked.metadata["source"] == "update"
     assert forked.parent_config is not None
     assert forked.parent_config["configurable"]["checkpoint_id"] == _cid(before_b)
     assert forked.next == ("node_b",)
@@ -220,7 +228,8 @@ async def test_subgraph_checkpoints_in_their_own_namespace(runner: Runner) -> No
             namespaces.add(t.config["configurable"]["checkpoint_ns"])
     child = [ns for ns in namespaces if ns]
     assert "" in namespaces
-    assert child and all(ns.startswith("child:") for ns in child)
+    assert child
+    assert all(ns.startswith("child:") for ns in child)
 
     # the root namespace's history holds only root checkpoints
     root_history = await runner.history(graph, config)
@@ -229,9 +238,8 @@ async def test_subgraph_checkpoints_in_their_own_namespace(runner: Runner) -> No
 
 
 async def test_subgraph_state_while_interrupted(runner: Runner) -> None:
-    from langgraph.graph import END, START, StateGraph
-
     from graphs import ApprovalState, ask
+    from langgraph.graph import END, START, StateGraph
 
     inner: StateGraph[Any] = StateGraph(ApprovalState)
     inner.add_node("ask", ask)
@@ -280,6 +288,8 @@ async def test_delta_channel_state_matches_in_memory_saver(runner: Runner) -> No
     config = {"configurable": {"thread_id": "1"}}
     state = await runner.state(graph, config)
     assert state.values["turns"] == turns
-    assert state.values["messages"] == [m for n in range(1, turns + 1) for m in ("hi", f"reply {n}")]
+    assert state.values["messages"] == [
+        m for n in range(1, turns + 1) for m in ("hi", f"reply {n}")
+    ]
     history = [_shape(s) for s in await runner.history(graph, config)]
     assert history == await _reference(delta_chat, steps)

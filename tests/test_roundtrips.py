@@ -16,7 +16,9 @@ def test_sync_operations_take_one_round_trip(db_dsn: str, autocommit: bool) -> N
         saver = PostgresSaver(conn)
         cp = checkpoint({"a": "x" * 100, "b": [1, 2, 3]})
         with traced(conn.pgconn) as put:
-            stored = saver.put(config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"])
+            stored = saver.put(
+                config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"]
+            )
         with traced(conn.pgconn) as put_writes:
             saver.put_writes(stored, [("a", 1), ("b", 2), ("__interrupt__", 3)], "task-1", "path")
         with traced(conn.pgconn) as get_latest:
@@ -57,8 +59,13 @@ async def test_async_operations_take_one_round_trip(db_dsn: str) -> None:
             assert len([t async for t in saver.alist(config("t"))]) == 1
         with traced(conn.pgconn) as delete:
             await saver.adelete_thread("t")
-        assert [put.round_trips, put_writes.round_trips, get.round_trips, listing.round_trips,
-                delete.round_trips] == [1, 1, 1, 1, 1]
+        assert [
+            put.round_trips,
+            put_writes.round_trips,
+            get.round_trips,
+            listing.round_trips,
+            delete.round_trips,
+        ] == [1, 1, 1, 1, 1]
         assert conn.autocommit is False
 
 

@@ -112,7 +112,8 @@ def test_a_blocked_call_does_not_block_other_calls_on_the_pool(db_dsn: str) -> N
         finally:
             blocker.close()
         tup = saver.get_tuple(config("slow"))
-        assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"a": 1}
 
 
 async def test_async_calls_run_concurrently_on_the_pool(db_dsn: str) -> None:
@@ -126,7 +127,9 @@ async def test_async_calls_run_concurrently_on_the_pool(db_dsn: str) -> None:
             )
             slow = asyncio.create_task(saver.aput(config("slow"), cp, {}, {"a": 1}))
             await asyncio.sleep(0.2)
-            await asyncio.wait_for(saver.aput(config("fast"), checkpoint({"b": 2}), {}, {"b": 2}), 60)
+            await asyncio.wait_for(
+                saver.aput(config("fast"), checkpoint({"b": 2}), {}, {"b": 2}), 60
+            )
             assert not slow.done()
             await blocker.rollback()
             await asyncio.wait_for(slow, 60)
@@ -142,9 +145,11 @@ def test_single_connection_configured_any_way(db_dsn: str) -> None:
         stored = saver.put(config("t"), checkpoint({"a": 1}), {"k": "v"}, {"a": 1})
         saver.put_writes(stored, [("a", 2)], "task")
         tup = saver.get_tuple(config("t"))
-        assert tup is not None and tup.pending_writes == [("task", "a", 2)]
+        assert tup is not None
+        assert tup.pending_writes == [("task", "a", 2)]
         assert [t.metadata["k"] for t in saver.list(config("t"))] == ["v"]  # type: ignore[typeddict-item]
-        assert conn.autocommit is False and conn.row_factory is dict_row
+        assert conn.autocommit is False
+        assert conn.row_factory is dict_row
     # committed: another connection sees it
     assert count(db_dsn, "pgsaver_checkpoints") == 1
 
@@ -179,11 +184,18 @@ def test_nul_characters_round_trip_in_values_metadata_and_writes(saver: Postgres
 
 
 def test_metadata_is_stored_whole(saver: PostgresSaver) -> None:
-    metadata = {"source": "update", "step": 3, "parents": {"": "p"}, "custom": {"a": [1, 2.5, True, None]},
-                "run_id": "run-1", "writes": {"node": {"x": 1}}}
+    metadata = {
+        "source": "update",
+        "step": 3,
+        "parents": {"": "p"},
+        "custom": {"a": [1, 2.5, True, None]},
+        "run_id": "run-1",
+        "writes": {"node": {"x": 1}},
+    }
     stored = saver.put(config("t"), checkpoint(), metadata, {})  # type: ignore[arg-type]
     tup = saver.get_tuple(stored)
-    assert tup is not None and tup.metadata == metadata
+    assert tup is not None
+    assert tup.metadata == metadata
     # config values LangGraph records in metadata are added, reserved keys are not
     cfg = config("t2")
     cfg["configurable"]["user_id"] = "u1"
@@ -197,23 +209,37 @@ def test_metadata_is_stored_whole(saver: PostgresSaver) -> None:
 
 def test_list_filters_across_threads_and_pushes_limit_into_sql(saver: PostgresSaver) -> None:
     for i in range(6):
-        saver.put(config(f"thread-{i}"), checkpoint(), {"source": "loop", "step": i, "team": "red" if i % 2 else "blue"}, {})  # type: ignore[arg-type]
+        saver.put(
+            config(f"thread-{i}"),
+            checkpoint(),
+            {"source": "loop", "step": i, "team": "red" if i % 2 else "blue"},
+            {},
+        )  # type: ignore[arg-type]
     red = list(saver.list(None, filter={"team": "red"}))
-    assert sorted(t.config["configurable"]["thread_id"] for t in red) == ["thread-1", "thread-3", "thread-5"]
+    assert sorted(t.config["configurable"]["thread_id"] for t in red) == [
+        "thread-1",
+        "thread-3",
+        "thread-5",
+    ]
     assert len(list(saver.list(None, filter={"team": "red"}, limit=2))) == 2
     assert len(list(saver.list(None, limit=0))) == 0
     assert len(list(saver.list(None))) == 6
 
 
-def test_put_same_checkpoint_twice_keeps_one_row_with_the_latest_metadata(saver: PostgresSaver) -> None:
+def test_put_same_checkpoint_twice_keeps_one_row_with_the_latest_metadata(
+    saver: PostgresSaver,
+) -> None:
     cp = checkpoint({"a": 1})
     saver.put(config("t"), cp, {"step": 1}, {"a": 1})
     saver.put(config("t"), cp, {"step": 2}, {"a": 1})
     rows = list(saver.list(config("t")))
-    assert len(rows) == 1 and rows[0].metadata == {"step": 2}
+    assert len(rows) == 1
+    assert rows[0].metadata == {"step": 2}
 
 
-def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(saver: PostgresSaver) -> None:
+def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(
+    saver: PostgresSaver,
+) -> None:
     stored = saver.put(config("t"), checkpoint(), {}, {})
     saver.put_writes(stored, [("ch", "first"), ("__interrupt__", "i1")], "task", "p")
     saver.put_writes(stored, [("ch", "second"), ("__interrupt__", "i2")], "task", "p")
@@ -263,16 +289,21 @@ class Custom:
 
 
 def test_with_allowlist_strict_msgpack(db_dsn: str) -> None:
-    with PostgresSaver.from_conn_string(db_dsn, serde=JsonPlusSerializer(allowed_msgpack_modules=None)) as strict:
+    with PostgresSaver.from_conn_string(
+        db_dsn, serde=JsonPlusSerializer(allowed_msgpack_modules=None)
+    ) as strict:
         cp = checkpoint({"obj": Custom("x")})
         stored = strict.put(config("t"), cp, {}, cp["channel_versions"])
         blocked = strict.get_tuple(stored)
-        assert blocked is not None and not isinstance(blocked.checkpoint["channel_values"]["obj"], Custom)
+        assert blocked is not None
+        assert not isinstance(blocked.checkpoint["channel_values"]["obj"], Custom)
 
         allowed = strict.with_allowlist([(Custom.__module__, "Custom")])
-        assert isinstance(allowed, PostgresSaver) and allowed is not strict
+        assert isinstance(allowed, PostgresSaver)
+        assert allowed is not strict
         tup = allowed.get_tuple(stored)
-        assert tup is not None and tup.checkpoint["channel_values"]["obj"] == Custom("x")
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["obj"] == Custom("x")
 
 
 # ---------------------------------------------------------------- async saver's sync methods
@@ -283,7 +314,8 @@ async def test_async_saver_sync_methods_from_another_thread(asaver: AsyncPostgre
     stored = await asyncio.to_thread(asaver.put, config("t"), cp, {"step": 1}, {"a": 1})
     await asyncio.to_thread(asaver.put_writes, stored, [("a", 2)], "task")
     tup = await asyncio.to_thread(asaver.get_tuple, config("t"))
-    assert tup is not None and tup.pending_writes == [("task", "a", 2)]
+    assert tup is not None
+    assert tup.pending_writes == [("task", "a", 2)]
     listed = await asyncio.to_thread(lambda: list(asaver.list(config("t"))))
     assert [t.checkpoint["id"] for t in listed] == [cp["id"]]
     await asyncio.to_thread(asaver.delete_thread, "t")
@@ -297,10 +329,20 @@ async def test_async_saver_sync_methods_from_another_thread(asaver: AsyncPostgre
 
 
 def test_sync_and_async_savers_expose_the_same_api() -> None:
-    pairs = {"get_tuple": "aget_tuple", "list": "alist", "put": "aput", "put_writes": "aput_writes",
-             "delete_thread": "adelete_thread", "setup": "setup", "verify_schema": "verify_schema",
-             "open": "open", "close": "close", "from_conn_string": "from_conn_string",
-             "get_next_version": "get_next_version", "__init__": "__init__"}
+    pairs = {
+        "get_tuple": "aget_tuple",
+        "list": "alist",
+        "put": "aput",
+        "put_writes": "aput_writes",
+        "delete_thread": "adelete_thread",
+        "setup": "setup",
+        "verify_schema": "verify_schema",
+        "open": "open",
+        "close": "close",
+        "from_conn_string": "from_conn_string",
+        "get_next_version": "get_next_version",
+        "__init__": "__init__",
+    }
     for sync_name, async_name in pairs.items():
         s = inspect.signature(getattr(PostgresSaver, sync_name))
         a = inspect.signature(getattr(AsyncPostgresSaver, async_name))
@@ -309,7 +351,9 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
             assert p.kind == a.parameters[name].kind, (sync_name, name)
             assert p.default == a.parameters[name].default, (sync_name, name)
     for name in ("get_tuple", "list", "put", "put_writes", "delete_thread"):
-        assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(getattr(AsyncPostgresSaver, name))
+        assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(
+            getattr(AsyncPostgresSaver, name)
+        )
     public_sync = {n for n in dir(PostgresSaver) if not n.startswith("_")}
     public_async = {n for n in dir(AsyncPostgresSaver) if not n.startswith("_")}
     assert public_sync - public_async == set()
@@ -319,6 +363,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
 def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) -> None:
     v1 = saver.get_next_version(None, None)
     v2 = saver.get_next_version(v1, None)
-    assert v1.startswith("0" * 31 + "1.") and v2.startswith("0" * 31 + "2.")
+    assert v1.startswith("0" * 31 + "1.")
+    assert v2.startswith("0" * 31 + "2.")
     assert v1 < v2
     assert saver.get_next_version(7, None).startswith("0" * 31 + "8.")  # type: ignore[arg-type]

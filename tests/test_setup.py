@@ -28,7 +28,8 @@ TABLES = {"pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes", "pgsaver_mig
 def tables(dsn: str, schema: str = "public") -> set[str]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'pgsaver%%'", (schema,)
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'pgsaver%%'",
+            (schema,),
         ).fetchall()
     return {r[0] for r in rows}
 
@@ -79,7 +80,10 @@ async def test_async_check_only(empty_db_dsn: str) -> None:
 
 def test_schema_newer_than_the_code_is_a_clear_error(db_dsn: str) -> None:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO pgsaver_migrations (version, name) VALUES (%s, 'from_the_future')", (HEAD + 1,))
+        conn.execute(
+            "INSERT INTO pgsaver_migrations (version, name) VALUES (%s, 'from_the_future')",
+            (HEAD + 1,),
+        )
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         with pytest.raises(SchemaTooNewError) as info:
             saver.setup()
@@ -121,7 +125,8 @@ def test_schema_option_keeps_everything_in_that_schema(empty_db_dsn: str) -> Non
     # nothing relies on search_path: a connection whose search_path points elsewhere works the same
     with psycopg.connect(empty_db_dsn, options="-c search_path=pg_catalog") as conn:
         tup = PostgresSaver(conn, schema="tenant_a").get_tuple(config("t"))
-        assert tup is not None and tup.checkpoint["channel_values"] == {"a": 1}
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"a": 1}
     # a second schema is independent
     with PostgresSaver.from_conn_string(empty_db_dsn, schema="tenant_b") as other:
         other.setup()
@@ -140,7 +145,9 @@ def test_upgrade_keeps_existing_data(empty_db_dsn: str) -> None:
     q = queries_for("public")
     for level in range(1, HEAD + 1):
         with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes, pgsaver_migrations")
+            conn.execute(
+                "DROP TABLE IF EXISTS pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes, pgsaver_migrations"
+            )
             conn.execute(q["migrations_bootstrap"])
             for mig in migrations()[:level]:
                 conn.execute(q.migration(mig))
@@ -150,7 +157,8 @@ def test_upgrade_keeps_existing_data(empty_db_dsn: str) -> None:
             stored = saver.put(config("t"), cp, {"step": 1}, cp["channel_versions"])
             saver.setup()
             tup = saver.get_tuple(stored)
-            assert tup is not None and tup.checkpoint["channel_values"] == {"a": "kept"}
+            assert tup is not None
+            assert tup.checkpoint["channel_values"] == {"a": "kept"}
         assert applied(empty_db_dsn) == list(range(1, HEAD + 1))
 
 
@@ -184,7 +192,9 @@ def test_sixteen_processes_set_up_an_empty_database_at_once(pg_server: Any, roun
         n = 16
         barrier = ctx.Barrier(n)
         results = ctx.Queue()
-        procs = [ctx.Process(target=_race_worker, args=(dsn, barrier, i, results)) for i in range(n)]
+        procs = [
+            ctx.Process(target=_race_worker, args=(dsn, barrier, i, results)) for i in range(n)
+        ]
         for p in procs:
             p.start()
         outcomes = dict(results.get(timeout=300) for _ in procs)

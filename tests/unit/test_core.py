@@ -1,0 +1,157 @@
+"""The pure core, without a database."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import pytest
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_pg_saver import _core
+from langgraph_pg_saver.errors import InvalidInputError
+
+SERDE = JsonPlusSerializer()
+
+
+def cfg(**configurable: object) -> dict[str, object]:
+    return {"configurable": configurable}
+
+
+def test_config_keys_defaults_and_errors() -> None:
+    assert _core.config_keys(cfg(thread_id="t")) == ("t", "", None)
+    assert _core.config_keys(cfg(thread_id=5, checkpoint_ns=None, checkpoint_id="c")) == (
+        "5",
+        "",
+        "c",
+    )
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        _core.config_keys(cfg())
+    with pytest.raises(InvalidInputError, match="thread_id"):
+        _core.config_keys(None)
+    with pytest.raises(InvalidInputError, match="NUL"):
+        _core.config_keys(cfg(thread_id="a\x00"))
+
+
+def test_encode_json_marks_lossy_forms() -> None:
+    assert _core.encode_json({"a": "b", "n": [1, 2.5, None, True]}) == (
+        '{"a": "b", "n": [1, 2.5, null, true]}',
+        False,
+    )
+    text, lossy = _core.encode_json({"a": "x\x00y"})
+    assert (text, lossy) == ('{"a": "xy"}', True)
+    # a literal backslash-u0000 is not a NUL: kept, not lossy
+    text, lossy = _core.encode_json({"a": "\\u0000"})
+    assert lossy is False
+    assert text == '{"a": "\\\\u0000"}'
+    text, lossy = _core.encode_json(
+        {"when": datetime(2026, 1, 2, tzinfo=timezone.utc), "f": math.inf}
+    )
+    assert lossy is True
+    assert '"2026-01-02T00:00:00+00:00"' in text
+    assert '"f": null' in text
+
+
+def test_pack_typed_round_trip() -> None:
+    for obj in [{"a": "\x00"}, None, b"bytes", [1, (2, 3)]]:
+        assert _core.unpack_typed(SERDE, _core.pack_typed(SERDE, obj)) == SERDE.loads_typed(
+            SERDE.dumps_typed(obj)
+        )
+
+
+def test_put_params_stores_only_new_versions_and_marks_missing_values_empty() -> None:
+    checkpoint = {
+        "v": 1,
+        "id": "cp-2",
+        "ts": "t",
+        "channel_values": {"a": 1, "b": None},
+        "channel_versions": {"a": "2", "b": "1", "delta": "5"},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+    params = _core.put_params(
+        SERDE,
+        cfg(thread_id="t", checkpoint_id="cp-1"),
+        checkpoint,  # type: ignore[arg-type]
+        {"source": "loop", "step": 1, "run_id": "r"},
+        {"b": "1", "delta": "5"},
+    )
+    assert params["parent_checkpoint_id"] == "cp-1"
+    assert params["blob_channels"] == ["b", "delta"]
+    assert params["blob_types"] == ["null", "empty"]
+    assert params["blob_values"][1] is None
+    assert params["run_id"] == "r"
+    assert params["metadata_exact"] is None
+    body = SERDE.loads_typed((params["type"], params["checkpoint"]))
+    assert "channel_values" not in body
+    assert "channel_versions" not in body
+    assert body["id"] == "cp-2"
+
+
+def test_put_writes_params_idx_rules() -> None:
+    params = _core.put_writes_params(
+        SERDE,
+        cfg(thread_id="t", checkpoint_id="c"),
+        [
+            ("x", 1),
+            ("__interrupt__", "first"),
+            ("y", 2),
+            ("__interrupt__", "last"),
+            ("__error__", "e"),
+        ],
+        "task",
+        "path",
+    )
+    assert params is not None
+    rows = dict(zip(params["idxs"], params["channels"], strict=False))
+    assert rows == {0: "x", -3: "__interrupt__", 2: "y", -1: "__error__"}
+    i = params["idxs"].index(-3)
+    assert SERDE.loads_typed((params["types"][i], params["values"][i])) == "last"
+    assert (
+        _core.put_writes_params(SERDE, cfg(thread_id="t", checkpoint_id="c"), [], "task", "")
+        is None
+    )
+
+
+def test_list_select_predicates() -> None:
+    sel = _core.list_select(None, None, None, None)
+    assert sel.predicates == ()
+    assert sel.params == {"limit": None}
+    sel = _core.list_select(
+        cfg(thread_id="t", checkpoint_ns=""), {"source": "loop"}, cfg(checkpoint_id="b"), 3
+    )
+    assert sel.predicates == ("thread", "ns", "before", "filter")
+    assert sel.params["filter"] == '{"source": "loop"}'
+    assert sel.params["limit"] == 3
+    # no checkpoint_ns key: all namespaces of the thread
+    assert _core.list_select(cfg(thread_id="t"), None, None, None).predicates == ("thread",)
+    with pytest.raises(InvalidInputError, match="limit"):
+        _core.list_select(None, None, None, -1)
+    with pytest.raises(InvalidInputError, match="filter"):
+        _core.list_select(None, [("a", 1)], None, None)  # type: ignore[arg-type]
+
+
+def test_get_tuple_select() -> None:
+    assert _core.get_tuple_select(cfg(thread_id="t")).predicates == ("thread", "ns")
+    sel = _core.get_tuple_select(cfg(thread_id="t", checkpoint_id="c"))
+    assert sel.predicates == ("thread", "ns", "id")
+    assert sel.params["limit"] == 1
+
+
+def test_next_version() -> None:
+    v = _core.next_version(None)
+    assert len(v.split(".")[0]) == 32
+    assert int(v.split(".")[0]) == 1
+    assert int(_core.next_version(v).split(".")[0]) == 2
+    assert int(_core.next_version(41).split(".")[0]) == 42
+
+
+def test_merge_metadata_keeps_nuls_and_skips_reserved_keys() -> None:
+    merged = _core.merge_metadata(
+        {
+            "configurable": {"thread_id": "t", "user": "u\x00", "__x": 1, "obj": object()},
+            "metadata": {"m": 1},
+        },
+        {"step": 1},  # type: ignore[typeddict-item]
+    )
+    assert merged == {"step": 1, "user": "u\x00", "m": 1}

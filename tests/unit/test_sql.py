@@ -1,0 +1,97 @@
+"""The SQL files: every named query is used, every used name exists, migrations are well formed,
+schema names are validated, and the wheel carries the SQL."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from langgraph_pg_saver import InvalidSchemaNameError, _sql
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "langgraph_pg_saver"
+
+
+def _used_names() -> set[str]:
+    used: set[str] = set()
+    for path in PACKAGE.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        used |= set(re.findall(r'q(?:ueries)?\["(\w+)"\]', text))
+        used |= set(re.findall(r'self\._q\["(\w+)"\]', text))
+    return used
+
+
+def test_every_named_query_is_used_and_every_used_name_exists() -> None:
+    raw = _sql.raw_queries()
+    named = {n for n in raw if not n.startswith("_")}
+    used = _used_names() | {"select_tuples"}  # select_tuples goes through Queries.select_tuples
+    assert used - named == set(), f"used but not defined: {used - named}"
+    assert named - used == set(), f"defined but unused: {named - used}"
+    fragments = {n for n in raw if n.startswith("_w_")}
+    assert fragments == {f"_w_{p}" for p in _sql.WHERE_FRAGMENTS}
+
+
+def test_rendered_queries_have_no_placeholders_left() -> None:
+    q = _sql.Queries("tenant_1")
+    for name in _sql.raw_queries():
+        if not name.startswith("_") and name != "select_tuples":
+            text = q[name].decode()
+            assert "{" not in text.replace("'{}'", ""), name
+    sel = q.select_tuples(("thread", "ns", "before", "filter")).decode()
+    assert '"tenant_1".pgsaver_checkpoints' in sel
+    assert "{where}" not in sel
+    assert q.select_tuples(()).decode().count("WHERE true") == 1
+
+
+def test_migrations_are_numbered_and_idempotent_in_form() -> None:
+    migs = _sql.migrations()
+    assert [m.version for m in migs] == list(range(1, len(migs) + 1))
+    for m in migs:
+        for stmt in re.findall(
+            r"^\s*CREATE\s+(?:TABLE|INDEX|UNIQUE INDEX|SCHEMA)\b[^\n]*", m.text, re.M | re.I
+        ):
+            assert "IF NOT EXISTS" in stmt.upper(), f"{m.version}: {stmt.strip()}"
+
+
+@pytest.mark.parametrize("name", ["public", "tenant_a", "_x", "A1", "a" * 63])
+def test_valid_schema_names(name: str) -> None:
+    assert _sql.validate_schema(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "1a", "a b", "a;b", 'a"b', "a" * 64, None, 5])
+def test_invalid_schema_names(name: object) -> None:
+    with pytest.raises(InvalidSchemaNameError):
+        _sql.validate_schema(name)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(300)
+def test_wheel_contains_the_sql(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    wheel = next(tmp_path.glob("*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "langgraph_pg_saver/sql/queries.sql" in names
+    for mig in (ROOT / "sql" / "migrations").glob("*.sql"):
+        assert f"langgraph_pg_saver/sql/migrations/{mig.name}" in names
+    assert "langgraph_pg_saver/py.typed" in names
