@@ -2,32 +2,58 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import Connection, pq
+from psycopg import AsyncConnection, Connection, pq
 
 from . import _core
 from ._sql import Queries, queries_for
 from .errors import SaverClosedError
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_SCHEMA = "public"
 _IDLE = pq.TransactionStatus.IDLE
+
+
+class _State:
+    """Open/closed state and event loop, shared by a saver and its shallow copies.
+
+    LangGraph clones savers (``with_allowlist`` in strict msgpack mode): a clone must see the original
+    being opened or closed.
+    """
+
+    __slots__ = ("closed", "loop")
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None
 
 
 class _SaverBase(BaseCheckpointSaver[str]):
     """Options and helpers common to :class:`PostgresSaver` and :class:`AsyncPostgresSaver`."""
 
     _q: Queries
-    _closed: bool
+    _state: _State
 
     def __init__(
         self, *, serde: SerializerProtocol | None = None, schema: str = DEFAULT_SCHEMA
     ) -> None:
         super().__init__(serde=serde)
         self._q = queries_for(schema)
-        self._closed = False
+        self._state = _State()
+
+    @property
+    def _closed(self) -> bool:
+        return self._state.closed
+
+    @_closed.setter
+    def _closed(self, value: bool) -> None:
+        self._state.closed = value
 
     @property
     def schema(self) -> str:
@@ -59,3 +85,26 @@ def autocommit_if_idle(conn: Connection[Any]) -> bool:
 
 def needs_autocommit_switch(autocommit: bool, status: pq.TransactionStatus) -> bool:
     return not autocommit and status == _IDLE
+
+
+def _can_restore(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    # A closed or broken connection cannot be switched back (the pool discards it), and a failed
+    # restore must never replace the exception already on its way to the caller.
+    return not conn.closed and conn.info.transaction_status == _IDLE
+
+
+def restore_autocommit(conn: Connection[Any]) -> None:
+    if _can_restore(conn):
+        try:
+            conn.autocommit = False
+        except Exception:  # pragma: no cover - defensive
+            logger.debug("could not restore autocommit=False", exc_info=True)
+
+
+async def arestore_autocommit(conn: AsyncConnection[Any]) -> None:
+    if _can_restore(conn):
+        try:
+            # no network I/O when the connection is idle, so no cancellation point either
+            await conn.set_autocommit(False)
+        except Exception:  # pragma: no cover - defensive
+            logger.debug("could not restore autocommit=False", exc_info=True)

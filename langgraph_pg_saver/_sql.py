@@ -103,27 +103,61 @@ class Queries:
         # the identifier is validated above; Identifier adds the quoting
         self.schema_sql = sql.Identifier(self.schema).as_string()
         raw = raw_queries()
-        self._fragments = {k: v for k, v in raw.items() if k.startswith("_")}
+        # fragments may use {schema} and other fragments: render them first, in dependency order
+        self._fragments: dict[str, str] = {}
+        pending = {k: v for k, v in raw.items() if k.startswith("_")}
+        while pending:
+            ready = {
+                k: v
+                for k, v in pending.items()
+                if all(
+                    n in self._fragments or n in ("schema", "where")
+                    for n in _PLACEHOLDER_RE.findall(v)
+                )
+                or not any(n in pending for n in _PLACEHOLDER_RE.findall(v))
+            }
+            if not ready:
+                raise ValueError(
+                    f"queries.sql: fragments include each other in a cycle: {sorted(pending)}"
+                )
+            for k, v in ready.items():
+                self._fragments[k] = _render(
+                    v, self.schema_sql, {**self._fragments, "where": "{where}"}
+                )
+                del pending[k]
         self._rendered: dict[str, bytes] = {}
+        self._templates: dict[str, str] = {}
         for name, text in raw.items():
-            if name.startswith("_") or "{where}" in text:
+            if name.startswith("_"):
                 continue
-            self._rendered[name] = _render(text, self.schema_sql, self._fragments).encode()
-        self._select_cache: dict[tuple[str, ...], bytes] = {}
+            rendered = _render(text, self.schema_sql, {**self._fragments, "where": "{where}"})
+            if "{where}" in rendered:
+                self._templates[name] = rendered
+            else:
+                self._rendered[name] = rendered.encode()
+        self._where_cache: dict[tuple[str, tuple[str, ...]], bytes] = {}
 
     def __getitem__(self, name: str) -> bytes:
         return self._rendered[name]
 
-    def select_tuples(self, predicates: tuple[str, ...]) -> bytes:
-        """``select_tuples`` with the WHERE made of the named ``_w_*`` fragments (AND-ed)."""
-        cached = self._select_cache.get(predicates)
+    def with_where(self, name: str, predicates: tuple[str, ...]) -> bytes:
+        """Query ``name`` with its ``{where}`` made of the named ``_w_*`` fragments (AND-ed)."""
+        key = (name, predicates)
+        cached = self._where_cache.get(key)
         if cached is None:
             parts = [self._fragments[f"_w_{p}"] for p in predicates]
             where = " AND ".join(f"({p})" for p in parts) if parts else "true"
-            frags = dict(self._fragments, where=where)
-            cached = _render(raw_queries()["select_tuples"], self.schema_sql, frags).encode()
-            self._select_cache[predicates] = cached
+            cached = self._templates[name].replace("{where}", where).encode()
+            self._where_cache[key] = cached
         return cached
+
+    def select_tuples(self, predicates: tuple[str, ...]) -> bytes:
+        """``select_tuples`` filtered by the named ``_w_*`` fragments."""
+        return self.with_where("select_tuples", predicates)
+
+    def names(self) -> set[str]:
+        """Every named query (fragments excluded)."""
+        return set(self._rendered) | set(self._templates)
 
     def migration(self, mig: Migration) -> bytes:
         return _render(mig.text, self.schema_sql, {}).encode()

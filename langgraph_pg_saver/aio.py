@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -15,16 +16,18 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, AsyncCursor, errors, pq
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import _core, _migrate
-from ._base import DEFAULT_SCHEMA, _SaverBase, needs_autocommit_switch
+from . import _core, _lifecycle, _migrate
+from ._base import DEFAULT_SCHEMA, _SaverBase, arestore_autocommit, needs_autocommit_switch
+from ._lifecycle import Report
 from ._sql import Queries
-from .errors import PgSaverError
+from .errors import PgSaverError, SaverClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +72,20 @@ class AsyncPostgresSaver(_SaverBase):
             )
         self._lock = asyncio.Lock()
         self._owns_pool = False
+        self._opened_once = False
         try:
-            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            self.loop = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the saver's pool or connection lives on (shared with LangGraph's clones)."""
+        return self._state.loop
+
+    @loop.setter
+    def loop(self, value: asyncio.AbstractEventLoop | None) -> None:
+        self._state.loop = value
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -115,6 +128,11 @@ class AsyncPostgresSaver(_SaverBase):
         """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
         self.loop = asyncio.get_running_loop()
         if self._owns_pool and self._pool is not None:
+            if self._pool.closed and self._opened_once:
+                raise SaverClosedError(
+                    "this saver's pool was closed; create a new saver to reconnect"
+                )
+            self._opened_once = True
             await self._pool.open(wait=wait, timeout=timeout)
         self._closed = False
         return self
@@ -162,7 +180,7 @@ class AsyncPostgresSaver(_SaverBase):
                     yield cur
             finally:
                 if switched:
-                    await conn.set_autocommit(False)
+                    await arestore_autocommit(conn)
 
     # ------------------------------------------------------------------ schema
 
@@ -259,6 +277,86 @@ class AsyncPostgresSaver(_SaverBase):
         async with self._cursor() as cur:
             await cur.execute(self._q["delete_thread"], {"thread_id": tid})
 
+    # ------------------------------------------------------------------ DeltaChannel history and lifecycle
+
+    async def _drive(self, steps: _lifecycle.Steps) -> Any:
+        """Run a lifecycle step generator: each step on a pooled connection, in one transaction."""
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(await self._run_step(step))
+        except StopIteration as done:
+            return done.value
+
+    async def _run_step(self, step: _lifecycle.Step) -> _lifecycle.Rows:
+        async with self._cursor() as cur:
+            if not step.transactional:
+                stmt = step.statements[0]
+                await cur.execute(stmt.query, stmt.params)
+                return await cur.fetchall() if cur.description else []
+            async with cur.connection.transaction():
+                if step.lock_timeout is not None:
+                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                    await cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
+                for stmt in step.statements:
+                    await cur.execute(stmt.query, stmt.params)
+                return await cur.fetchall() if cur.description else []
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of each DeltaChannel along the parent chain (one statement)."""
+        result: Mapping[str, DeltaChannelHistory] = await self._drive(
+            _lifecycle.delta_history(self._q, self.serde, config, channels)
+        )
+        return result
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """DeltaChannel-safe prune; see :meth:`PostgresSaver.prune`."""
+        await self._drive(_lifecycle.prune(self._q, thread_ids, strategy))
+
+    async def acopy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
+    ) -> None:
+        """Copy a whole thread; see :meth:`PostgresSaver.copy_thread`."""
+        await self._drive(
+            _lifecycle.copy_thread(self._q, source_thread_id, target_thread_id, overwrite=overwrite)
+        )
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete what these runs created; see :meth:`PostgresSaver.delete_for_runs`."""
+        await self._drive(_lifecycle.delete_for_runs(self._q, run_ids))
+
+    async def aretention(
+        self,
+        *,
+        keep_last: int | None = None,
+        idle_for: timedelta | None = None,
+        thread_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Retention in bounded batches; see :meth:`PostgresSaver.retention`."""
+        report: Report = await self._drive(
+            _lifecycle.retention(
+                self._q,
+                keep_last=keep_last,
+                idle_for=idle_for,
+                thread_ids=thread_ids,
+                dry_run=dry_run,
+                thread_batch=thread_batch,
+                batch=batch,
+                lock_timeout=lock_timeout,
+                start_after=start_after,
+                progress=progress,
+            )
+        )
+        return report
+
     # ------------------------------------------------------------------ sync bridge
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -316,6 +414,49 @@ class AsyncPostgresSaver(_SaverBase):
 
     def delete_thread(self, thread_id: str) -> None:
         self._run_sync(self.adelete_thread(thread_id))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._run_sync(self.aget_delta_channel_history(config=config, channels=channels))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run_sync(self.aprune(thread_ids, strategy=strategy))
+
+    def copy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
+    ) -> None:
+        self._run_sync(self.acopy_thread(source_thread_id, target_thread_id, overwrite=overwrite))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run_sync(self.adelete_for_runs(run_ids))
+
+    def retention(
+        self,
+        *,
+        keep_last: int | None = None,
+        idle_for: timedelta | None = None,
+        thread_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        return self._run_sync(
+            self.aretention(
+                keep_last=keep_last,
+                idle_for=idle_for,
+                thread_ids=thread_ids,
+                dry_run=dry_run,
+                thread_batch=thread_batch,
+                batch=batch,
+                lock_timeout=lock_timeout,
+                start_after=start_after,
+                progress=progress,
+            )
+        )
 
 
 async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | None:

@@ -61,3 +61,34 @@ class SaverClosedError(PgSaverError, RuntimeError):
 
 class InvalidInputError(PgSaverError, ValueError):
     """An argument cannot be stored as given; nothing was written."""
+
+
+class ThreadNotEmptyError(PgSaverError, ValueError):
+    """copy_thread's target already holds checkpoints (pass ``overwrite=True`` to replace them)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"copy_thread: target thread {thread_id!r} already has checkpoints; nothing was copied. "
+            "Pass overwrite=True to replace them."
+        )
+
+
+class DeltaDependencyError(PgSaverError):
+    """delete_for_runs would break the DeltaChannel state of checkpoints that survive it."""
+
+    def __init__(
+        self, run_ids: Sequence[str], dependents: Sequence[tuple[str, str, str, str]]
+    ) -> None:
+        self.run_ids = tuple(run_ids)
+        #: (thread_id, checkpoint_ns, checkpoint_id, id of the deleted parent it needs)
+        self.dependents = tuple(dependents)
+        shown = ", ".join(
+            f"{t}/{ns or '(root)'}/{cid} needs {parent}"
+            for t, ns, cid, parent in self.dependents[:5]
+        )
+        more = f" and {len(self.dependents) - 5} more" if len(self.dependents) > 5 else ""
+        super().__init__(
+            f"delete_for_runs refused: surviving checkpoints rebuild DeltaChannel state from checkpoints of "
+            f"these runs ({shown}{more}); nothing was deleted. Delete the dependent runs too, or prune instead."
+        )

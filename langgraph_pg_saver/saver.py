@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
@@ -15,15 +16,18 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection, Cursor, errors, pq
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
 
-from . import _core, _migrate
-from ._base import DEFAULT_SCHEMA, _SaverBase, autocommit_if_idle
+from . import _core, _lifecycle, _migrate
+from ._base import DEFAULT_SCHEMA, _SaverBase, autocommit_if_idle, restore_autocommit
+from ._lifecycle import Report
 from ._sql import Queries
+from .errors import SaverClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,7 @@ class PostgresSaver(_SaverBase):
             )
         self._lock = threading.Lock()
         self._owns_pool = False
+        self._opened_once = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,6 +113,11 @@ class PostgresSaver(_SaverBase):
     def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
         """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
         if self._owns_pool and self._pool is not None:
+            if self._pool.closed and self._opened_once:
+                raise SaverClosedError(
+                    "this saver's pool was closed; create a new saver to reconnect"
+                )
+            self._opened_once = True
             self._pool.open(wait=wait, timeout=timeout)
         self._closed = False
         return self
@@ -151,7 +161,7 @@ class PostgresSaver(_SaverBase):
                     yield cur
             finally:
                 if switched:
-                    conn.autocommit = False
+                    restore_autocommit(conn)
 
     # ------------------------------------------------------------------ schema
 
@@ -247,6 +257,112 @@ class PostgresSaver(_SaverBase):
         tid = _core.thread_id_param(thread_id)
         with self._cursor() as cur:
             cur.execute(self._q["delete_thread"], {"thread_id": tid})
+
+    # ------------------------------------------------------------------ DeltaChannel history and lifecycle
+
+    def _drive(self, steps: _lifecycle.Steps) -> Any:
+        """Run a lifecycle step generator: each step on a pooled connection, in one transaction."""
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(self._run_step(step))
+        except StopIteration as done:
+            return done.value
+
+    def _run_step(self, step: _lifecycle.Step) -> _lifecycle.Rows:
+        with self._cursor() as cur:
+            if not step.transactional:
+                stmt = step.statements[0]
+                cur.execute(stmt.query, stmt.params)
+                return cur.fetchall() if cur.description else []
+            with cur.connection.transaction():
+                if step.lock_timeout is not None:
+                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                    cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
+                for stmt in step.statements:
+                    cur.execute(stmt.query, stmt.params)
+                return cur.fetchall() if cur.description else []
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of each DeltaChannel along the parent chain of ``config``'s checkpoint.
+
+        One statement for all channels (a recursive walk in Postgres), with the semantics of the base
+        class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
+        nearest ancestor storing a value (its writes included), writes oldest first.
+        """
+        result: Mapping[str, DeltaChannelHistory] = self._drive(
+            _lifecycle.delta_history(self._q, self.serde, config, channels)
+        )
+        return result
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads. ``keep_latest`` keeps the newest checkpoint of every namespace (with its
+        writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
+
+        Runs in bounded batches, one short transaction each. See :meth:`retention` for dry runs,
+        keeping the last N and deleting idle threads.
+        """
+        self._drive(_lifecycle.prune(self._q, thread_ids, strategy))
+
+    def copy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
+    ) -> None:
+        """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
+
+        A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
+        unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
+        nothing.
+        """
+        self._drive(
+            _lifecycle.copy_thread(self._q, source_thread_id, target_thread_id, overwrite=overwrite)
+        )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) created by these runs, in one statement.
+
+        Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
+        DeltaChannel state is rebuilt from a checkpoint of these runs.
+        """
+        self._drive(_lifecycle.delete_for_runs(self._q, run_ids))
+
+    def retention(
+        self,
+        *,
+        keep_last: int | None = None,
+        idle_for: timedelta | None = None,
+        thread_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Bound table growth: delete threads idle longer than ``idle_for`` and keep only the newest
+        ``keep_last`` checkpoints of each namespace of the others (plus DeltaChannel ancestry).
+
+        Works through threads in id order (all, or ``thread_ids``), ``thread_batch`` at a time, deleting
+        at most ``batch`` checkpoints per short transaction with ``lock_timeout`` seconds to get its
+        locks. ``dry_run`` reports what would go (threads, checkpoints, writes, blobs, bytes) and deletes
+        nothing. An interrupted run resumes with ``start_after=report.last_thread_id``.
+        """
+        report: Report = self._drive(
+            _lifecycle.retention(
+                self._q,
+                keep_last=keep_last,
+                idle_for=idle_for,
+                thread_ids=thread_ids,
+                dry_run=dry_run,
+                thread_batch=thread_batch,
+                batch=batch,
+                lock_timeout=lock_timeout,
+                start_after=start_after,
+                progress=progress,
+            )
+        )
+        return report
 
 
 def _read_applied(cur: Cursor[TupleRow], q: Queries) -> list[int] | None:

@@ -119,3 +119,334 @@ CREATE TABLE IF NOT EXISTS {schema}.pgsaver_migrations (
 
 -- name: migrations_record
 INSERT INTO {schema}.pgsaver_migrations (version, name) VALUES (%(version)s, %(name)s)
+
+-- ============================================================================ DeltaChannel history
+
+-- name: delta_history
+-- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
+-- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
+-- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent.
+WITH RECURSIVE target AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {where}
+    ORDER BY c.checkpoint_id DESC
+    LIMIT 1
+), walk AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.channel_versions,
+           0 AS depth, %(channels)s::text[] COLLATE "C" AS wanted,
+           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions, %(channels)s::text[])
+               COLLATE "C" AS remaining
+    FROM target AS t
+    JOIN {schema}.pgsaver_checkpoints AS p
+      ON p.thread_id = t.thread_id AND p.checkpoint_ns = t.checkpoint_ns
+     AND p.checkpoint_id = t.parent_checkpoint_id
+    UNION ALL
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.channel_versions,
+           w.depth + 1, w.remaining,
+           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions, w.remaining)
+               COLLATE "C"
+    FROM walk AS w
+    JOIN {schema}.pgsaver_checkpoints AS p
+      ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
+     AND p.checkpoint_id = w.parent_checkpoint_id
+    WHERE cardinality(w.remaining) > 0
+)
+SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob
+FROM walk AS w
+JOIN {schema}.pgsaver_writes AS wr
+  ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
+WHERE wr.channel = ANY (w.wanted)
+UNION ALL
+SELECT 1 AS kind, w.depth, NULL, NULL, NULL, bl.channel, bl.type, bl.blob
+FROM walk AS w
+CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
+JOIN {schema}.pgsaver_blobs AS bl
+  ON bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
+ AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name
+WHERE bl.type <> 'empty'
+ORDER BY 1, 2 DESC, 3, 4, 5
+
+-- ============================================================================ lifecycle
+
+-- name: _keep_closure
+-- Expects a CTE heads(thread_id, checkpoint_ns, checkpoint_id): the checkpoints to keep. Adds every
+-- ancestor a kept checkpoint's DeltaChannels need, back to the nearest stored value of each channel,
+-- transitively (a kept ancestor's own DeltaChannels too). "needing" = channels the parent must supply.
+walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+           {schema}.pgsaver_unstored(c.thread_id, c.checkpoint_ns, c.channel_versions,
+                                      {schema}.pgsaver_delta_channels(c.metadata, c.channel_versions))
+               COLLATE "C"
+    FROM heads AS h
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
+    UNION
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
+           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions,
+                                      w.needing || {schema}.pgsaver_delta_channels(p.metadata, p.channel_versions))
+               COLLATE "C"
+    FROM walk AS w
+    JOIN {schema}.pgsaver_checkpoints AS p
+      ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
+     AND p.checkpoint_id = w.parent_checkpoint_id
+    WHERE cardinality(w.needing) > 0
+),
+keep AS (
+    SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
+),
+doomed AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+      AND NOT EXISTS (
+          SELECT 1 FROM keep AS k
+          WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
+            AND k.checkpoint_id = c.checkpoint_id
+      )
+)
+
+-- name: _heads_keep_last
+-- The newest keep_last checkpoints of every namespace of the given threads.
+heads AS (
+    SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id
+    FROM (
+        SELECT DISTINCT c.thread_id, c.checkpoint_ns
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+    ) AS n
+    CROSS JOIN LATERAL (
+        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        ORDER BY c.checkpoint_id DESC
+        LIMIT %(keep_last)s
+    ) AS h
+)
+
+-- name: prune_keep_last_batch
+-- Delete at most %(batch)s checkpoints (with their writes) that neither are among the newest
+-- keep_last of their namespace nor are needed by a kept checkpoint's DeltaChannels.
+WITH RECURSIVE {_heads_keep_last}, {_keep_closure},
+batch AS (
+    SELECT * FROM doomed ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %(batch)s
+),
+deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    USING batch AS b
+    WHERE w.thread_id = b.thread_id AND w.checkpoint_ns = b.checkpoint_ns AND w.checkpoint_id = b.checkpoint_id
+    RETURNING pg_column_size(w.*) AS size
+),
+deleted AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    USING batch AS b
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint_id = b.checkpoint_id
+    RETURNING c.thread_id, pg_column_size(c.*) AS size
+)
+SELECT ARRAY(SELECT DISTINCT thread_id FROM deleted),
+       (SELECT count(*) FROM deleted),
+       (SELECT count(*) FROM deleted_writes),
+       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+
+-- name: prune_keep_last_plan
+-- Dry run of prune_keep_last_batch + prune_blobs: what would go, without deleting.
+WITH RECURSIVE {_heads_keep_last}, {_keep_closure},
+gone_writes AS (
+    SELECT pg_column_size(w.*) AS size
+    FROM {schema}.pgsaver_writes AS w
+    JOIN doomed AS d
+      ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
+),
+gone AS (
+    SELECT c.thread_id, pg_column_size(c.*) AS size
+    FROM {schema}.pgsaver_checkpoints AS c
+    JOIN doomed AS d
+      ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns AND c.checkpoint_id = d.checkpoint_id
+),
+refs AS (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM keep AS k
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
+),
+gone_blobs AS (
+    SELECT pg_column_size(b.*) AS size
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = ANY (%(thread_ids)s::text[])
+      AND NOT EXISTS (
+          SELECT 1 FROM refs AS r
+          WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
+            AND r.channel = b.channel AND r.version = b.version
+      )
+)
+SELECT (SELECT count(DISTINCT thread_id) FROM gone),
+       (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM gone_writes),
+       (SELECT count(*) FROM gone_blobs),
+       coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
+           + coalesce((SELECT sum(size) FROM gone_blobs), 0)
+
+-- name: prune_blobs
+-- Blobs of the given threads that no remaining checkpoint references.
+WITH refs AS (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM {schema}.pgsaver_checkpoints AS c
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
+    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+),
+deleted AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = ANY (%(thread_ids)s::text[])
+      AND NOT EXISTS (
+          SELECT 1 FROM refs AS r
+          WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
+            AND r.channel = b.channel AND r.version = b.version
+      )
+    RETURNING pg_column_size(b.*) AS size
+)
+SELECT count(*), coalesce(sum(size), 0) FROM deleted
+
+-- name: delete_threads
+-- Every row of the given threads; returns what went.
+WITH deleted_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = ANY (%(thread_ids)s::text[])
+    RETURNING pg_column_size(pgsaver_blobs.*) AS size
+), deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE thread_id = ANY (%(thread_ids)s::text[])
+    RETURNING pg_column_size(pgsaver_writes.*) AS size
+), deleted AS (
+    DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])
+    RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
+)
+SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
+       (SELECT count(*) FROM deleted),
+       (SELECT count(*) FROM deleted_writes),
+       (SELECT count(*) FROM deleted_blobs),
+       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+           + coalesce((SELECT sum(size) FROM deleted_blobs), 0)
+
+-- name: threads_size
+-- Dry run of delete_threads.
+SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_writes WHERE thread_id = ANY (%(thread_ids)s::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_blobs WHERE thread_id = ANY (%(thread_ids)s::text[])),
+       coalesce((SELECT sum(pg_column_size(c.*)) FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = ANY (%(thread_ids)s::text[])), 0)
+           + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)s::text[])), 0)
+           + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)s::text[])), 0)
+
+-- name: copy_thread
+-- Every checkpoint, write and blob of every namespace of the source, under the target's thread id,
+-- with identical ids. Nothing is copied if the target holds a checkpoint (the caller clears it first
+-- when asked to overwrite); the first column says whether the target was free.
+WITH target_used AS (
+    SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(target)s) AS used
+), copied_blobs AS (
+    INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(target)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+    FROM {schema}.pgsaver_blobs AS b, target_used
+    WHERE b.thread_id = %(source)s AND NOT target_used.used
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+    RETURNING 1
+), copied_writes AS (
+    INSERT INTO {schema}.pgsaver_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+    )
+    SELECT %(target)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path
+    FROM {schema}.pgsaver_writes AS w, target_used
+    WHERE w.thread_id = %(source)s AND NOT target_used.used
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+    RETURNING 1
+), copied AS (
+    INSERT INTO {schema}.pgsaver_checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
+        channel_versions, metadata, metadata_exact, created_at
+    )
+    SELECT %(target)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id, c.type,
+           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact, c.created_at
+    FROM {schema}.pgsaver_checkpoints AS c, target_used
+    WHERE c.thread_id = %(source)s AND NOT target_used.used
+    RETURNING 1
+)
+SELECT NOT (SELECT used FROM target_used),
+       (SELECT count(*) FROM copied), (SELECT count(*) FROM copied_writes), (SELECT count(*) FROM copied_blobs)
+
+-- name: delete_for_runs
+-- The checkpoints of the given runs and their writes, then blobs nothing references any more -- unless a
+-- surviving child of a deleted checkpoint has DeltaChannels that must be rebuilt from it: then nothing is
+-- deleted and the dependents are returned (kind 1 rows) for the error.
+WITH doomed AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.run_id = ANY (%(run_ids)s::text[])
+), dependents AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, d.checkpoint_id AS needs
+    FROM doomed AS d
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+     AND c.parent_checkpoint_id = d.checkpoint_id
+    WHERE (c.run_id IS NULL OR NOT c.run_id = ANY (%(run_ids)s::text[]))
+      AND cardinality({schema}.pgsaver_unstored(c.thread_id, c.checkpoint_ns, c.channel_versions,
+                                                 {schema}.pgsaver_delta_channels(c.metadata, c.channel_versions))) > 0
+), allowed AS (
+    SELECT NOT EXISTS (SELECT 1 FROM dependents) AS ok
+), deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    USING doomed AS d, allowed
+    WHERE allowed.ok AND w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+      AND w.checkpoint_id = d.checkpoint_id
+    RETURNING 1
+), deleted AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    USING doomed AS d, allowed
+    WHERE allowed.ok AND c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.checkpoint_id = d.checkpoint_id
+    RETURNING c.thread_id
+), refs AS (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM {schema}.pgsaver_checkpoints AS c
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
+    WHERE c.thread_id IN (SELECT thread_id FROM doomed)
+      AND NOT (c.run_id IS NOT NULL AND c.run_id = ANY (%(run_ids)s::text[]))
+), deleted_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    USING allowed
+    WHERE allowed.ok AND b.thread_id IN (SELECT thread_id FROM doomed)
+      AND NOT EXISTS (
+          SELECT 1 FROM refs AS r
+          WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
+            AND r.channel = b.channel AND r.version = b.version
+      )
+    RETURNING 1
+)
+SELECT 0, NULL, NULL, NULL, NULL,
+       (SELECT count(*) FROM deleted), (SELECT count(*) FROM deleted_writes), (SELECT count(*) FROM deleted_blobs)
+UNION ALL
+SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL FROM dependents
+
+-- name: threads_after
+-- The next distinct thread ids after a cursor, in order, by skipping through the primary key.
+WITH RECURSIVE t AS (
+    (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+     WHERE c.thread_id > %(after)s ORDER BY c.thread_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id > t.thread_id ORDER BY c.thread_id LIMIT 1)
+    FROM t WHERE t.thread_id IS NOT NULL
+)
+SELECT thread_id FROM t WHERE thread_id IS NOT NULL LIMIT %(limit)s
+
+-- name: idle_threads
+-- Of the given threads, those whose newest checkpoint is older than the cutoff.
+SELECT t.thread_id
+FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
+WHERE EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
+      WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
+  )
+ORDER BY t.thread_id
+
+-- name: set_lock_timeout
+SELECT set_config('lock_timeout', %(lock_timeout)s, true)

@@ -18,11 +18,11 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
 
-BASE = {c.value for c in BASE_CAPABILITIES}
+ALL = {c.value for c in ALL_CAPABILITIES}
 
 
 class SyncAsAsync(BaseCheckpointSaver[str]):
@@ -67,6 +67,15 @@ class SyncAsAsync(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         self.inner.delete_thread(thread_id)
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.inner.delete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.inner.prune(thread_ids, strategy=strategy)
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         return self.inner.get_next_version(current, channel)
 
@@ -90,7 +99,7 @@ async def test_conformance_async_saver(db_dsn: str) -> None:
             yield saver
 
     report = await validate(factory)
-    _assert_report(report, BASE)
+    _assert_report(report, ALL)
 
 
 async def test_conformance_sync_saver(db_dsn: str) -> None:
@@ -100,4 +109,4 @@ async def test_conformance_sync_saver(db_dsn: str) -> None:
             yield SyncAsAsync(saver)
 
     report = await validate(factory)
-    _assert_report(report, BASE)
+    _assert_report(report, ALL)

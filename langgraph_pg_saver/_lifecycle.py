@@ -1,0 +1,327 @@
+"""DeltaChannel history and lifecycle operations as I/O-free step generators.
+
+Each operation is a generator that yields :class:`Step` objects (statements to run in one transaction
+on one pooled connection) and receives the rows of the step's last statement. The sync and async savers
+drive the same generators, so the logic exists once and is tested once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import _core
+from ._sql import Queries
+from .errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
+
+Rows = list[tuple[Any, ...]]
+DEFAULT_BATCH = 1000
+DEFAULT_THREAD_BATCH = 100
+DEFAULT_LOCK_TIMEOUT = 5.0
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+
+@dataclass(frozen=True)
+class Stmt:
+    query: bytes
+    params: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """Statements run in order in one transaction (a lone statement runs on its own, atomically)."""
+
+    statements: tuple[Stmt, ...]
+    lock_timeout: float | None = None
+
+    @property
+    def transactional(self) -> bool:
+        return len(self.statements) > 1 or self.lock_timeout is not None
+
+
+Steps = Generator[Step, Rows, Any]
+
+
+def lock_timeout_param(seconds: float) -> str:
+    return f"{max(1, int(seconds * 1000))}ms"
+
+
+@dataclass
+class Report:
+    """What a lifecycle operation removed (or, in a dry run, would remove)."""
+
+    threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    blobs: int = 0
+    bytes: int = 0
+    dry_run: bool = False
+    batches: int = 0
+    #: the last thread id fully processed: pass it as ``start_after`` to resume an interrupted run
+    last_thread_id: str | None = None
+
+    def add(self, other: Report) -> None:
+        for f in ("threads", "checkpoints", "writes", "blobs", "bytes", "batches"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def thread_ids_param(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
+    if isinstance(thread_ids, (str, bytes)):
+        raise InvalidInputError(
+            f"{what} must be a list of thread ids, not a single string {thread_ids!r}: "
+            f"write [{thread_ids!r}]"
+        )
+    try:
+        items = list(thread_ids)
+    except TypeError:
+        raise InvalidInputError(
+            f"{what} must be a list of ids, not {type(thread_ids).__name__}"
+        ) from None
+    return sorted({_core.thread_id_param(t) for t in items})
+
+
+def _batch_size(batch: int) -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InvalidInputError(f"batch size must be a positive int, not {batch!r}")
+    return batch
+
+
+# --------------------------------------------------------------------------- history
+
+
+def delta_history(
+    q: Queries, serde: SerializerProtocol, config: RunnableConfig, channels: Sequence[str]
+) -> Steps:
+    """get_delta_channel_history in one statement; see DESIGN.md §5 for the rules."""
+    if isinstance(channels, str):
+        raise InvalidInputError(
+            f"channels must be a list of channel names, not the string {channels!r}"
+        )
+    wanted = list(dict.fromkeys(channels))
+    if not wanted:
+        return {}
+    sel = _core.get_tuple_select(config)
+    params = dict(sel.params, channels=[_core.thread_id_param(c) for c in wanted])
+    rows = yield Step((Stmt(q.with_where("delta_history", sel.predicates), params),))
+    return assemble_history(serde, wanted, rows)
+
+
+def assemble_history(
+    serde: SerializerProtocol, channels: Sequence[str], rows: Rows
+) -> dict[str, DeltaChannelHistory]:
+    """Rows of ``delta_history`` (already oldest → newest, writes in writes_sort_key order)."""
+    writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
+    seeds: dict[str, Any] = {}
+    for kind, _depth, _path, task_id, _idx, channel, type_, blob in rows:
+        value = serde.loads_typed((type_, blob if blob is not None else b""))
+        if kind == 0:
+            writes[channel].append((task_id, channel, value))
+        else:
+            seeds[channel] = value
+    result: dict[str, DeltaChannelHistory] = {}
+    for c in channels:
+        entry: DeltaChannelHistory = {"writes": writes[c]}
+        if c in seeds:
+            entry["seed"] = seeds[c]
+        result[c] = entry
+    return result
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def _counts(row: tuple[Any, ...], *, dry_run: bool = False) -> Report:
+    threads, checkpoints, writes, blobs, size = row
+    return Report(
+        threads=int(threads),
+        checkpoints=int(checkpoints),
+        writes=int(writes),
+        blobs=int(blobs),
+        bytes=int(size or 0),
+        dry_run=dry_run,
+    )
+
+
+def delete_threads(
+    q: Queries, ids: list[str], *, dry_run: bool, lock_timeout: float | None
+) -> Steps:
+    if not ids:
+        return Report(dry_run=dry_run)
+    params = {"thread_ids": ids}
+    if dry_run:
+        rows = yield Step((Stmt(q["threads_size"], params),))
+        return _counts(rows[0], dry_run=True)
+    rows = yield Step((Stmt(q["delete_threads"], params),), lock_timeout)
+    report = _counts(rows[0])
+    report.batches = 1
+    return report
+
+
+def _keep_last(
+    q: Queries,
+    ids: list[str],
+    n: int,
+    *,
+    dry_run: bool = False,
+    batch: int = DEFAULT_BATCH,
+    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+) -> Steps:
+    """Keep the newest ``n`` checkpoints of every namespace plus what their DeltaChannels need."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidInputError(f"keep_last must be a positive int, not {n!r}")
+    batch = _batch_size(batch)
+    if not ids:
+        return Report(dry_run=dry_run)
+    params: dict[str, Any] = {"thread_ids": ids, "keep_last": n}
+    if dry_run:
+        rows = yield Step((Stmt(q["prune_keep_last_plan"], params),))
+        threads, checkpoints, writes, blobs, size = rows[0]
+        return Report(
+            int(threads), int(checkpoints), int(writes), int(blobs), int(size or 0), dry_run=True
+        )
+    report = Report()
+    touched: set[str] = set()
+    params["batch"] = batch
+    while True:
+        rows = yield Step((Stmt(q["prune_keep_last_batch"], params),), lock_timeout)
+        thread_list, checkpoints, writes, size = rows[0]
+        touched.update(thread_list or ())
+        report.checkpoints += int(checkpoints)
+        report.writes += int(writes)
+        report.bytes += int(size or 0)
+        report.batches += 1
+        if int(checkpoints) < batch:
+            break
+    rows = yield Step((Stmt(q["prune_blobs"], {"thread_ids": ids}),), lock_timeout)
+    report.blobs += int(rows[0][0])
+    report.bytes += int(rows[0][1] or 0)
+    report.threads = len(touched)
+    return report
+
+
+def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) -> Steps:
+    ids = thread_ids_param(thread_ids)
+    if strategy not in PRUNE_STRATEGIES:
+        raise InvalidInputError(
+            f"unknown prune strategy {strategy!r}; use one of {list(PRUNE_STRATEGIES)}"
+        )
+    if strategy == "delete":
+        return (
+            yield from delete_threads(
+                q,
+                ids,
+                dry_run=options.get("dry_run", False),
+                lock_timeout=options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT),
+            )
+        )
+    return (yield from _keep_last(q, ids, 1, **options))
+
+
+# --------------------------------------------------------------------------- copy and delete_for_runs
+
+
+def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Steps:
+    src = _core.thread_id_param(source)
+    dst = _core.thread_id_param(target)
+    if src == dst:
+        raise InvalidInputError(f"copy_thread: source and target are the same thread {src!r}")
+    params = {"source": src, "target": dst}
+    statements: tuple[Stmt, ...] = (Stmt(q["copy_thread"], params),)
+    if overwrite:
+        statements = (Stmt(q["delete_threads"], {"thread_ids": [dst]}), *statements)
+    rows = yield Step(statements)
+    free, checkpoints, writes, blobs = rows[0]
+    if not free:
+        raise ThreadNotEmptyError(dst)
+    return Report(
+        threads=1 if checkpoints else 0,
+        checkpoints=int(checkpoints),
+        writes=int(writes),
+        blobs=int(blobs),
+    )
+
+
+def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
+    ids = thread_ids_param(run_ids, "run_ids")
+    if not ids:
+        return Report()
+    rows = yield Step((Stmt(q["delete_for_runs"], {"run_ids": ids}),))
+    dependents = [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == 1]
+    if dependents:
+        raise DeltaDependencyError(run_ids=ids, dependents=dependents)
+    summary = next(r for r in rows if r[0] == 0)
+    return Report(checkpoints=int(summary[5]), writes=int(summary[6]), blobs=int(summary[7]))
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def retention(
+    q: Queries,
+    *,
+    keep_last: int | None = None,
+    idle_for: timedelta | None = None,
+    thread_ids: Sequence[str] | None = None,
+    dry_run: bool = False,
+    thread_batch: int = DEFAULT_THREAD_BATCH,
+    batch: int = DEFAULT_BATCH,
+    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    start_after: str = "",
+    progress: Callable[[Report], None] | None = None,
+) -> Steps:
+    """Walk every thread in id order, in batches: delete threads idle longer than ``idle_for``, and keep
+    the newest ``keep_last`` checkpoints (plus DeltaChannel ancestry) of the others."""
+    if keep_last is None and idle_for is None:
+        raise InvalidInputError("retention needs keep_last=N, idle_for=timedelta(...), or both")
+    if idle_for is not None and (not isinstance(idle_for, timedelta) or idle_for <= timedelta(0)):
+        raise InvalidInputError(f"idle_for must be a positive datetime.timedelta, not {idle_for!r}")
+    if keep_last is not None and (
+        isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1
+    ):
+        raise InvalidInputError(f"keep_last must be a positive int, not {keep_last!r}")
+    thread_batch = _batch_size(thread_batch)
+    total = Report(dry_run=dry_run, last_thread_id=start_after or None)
+    after = _core.thread_id_param(start_after)
+    chosen = None if thread_ids is None else [t for t in thread_ids_param(thread_ids) if t > after]
+    while True:
+        if chosen is None:
+            rows = yield Step((Stmt(q["threads_after"], {"after": after, "limit": thread_batch}),))
+            ids = [r[0] for r in rows]
+        else:
+            ids, chosen = chosen[:thread_batch], chosen[thread_batch:]
+        if not ids:
+            break
+        idle: list[str] = []
+        if idle_for is not None:
+            rows = yield Step((Stmt(q["idle_threads"], {"thread_ids": ids, "idle_for": idle_for}),))
+            idle = [r[0] for r in rows]
+            total.add(
+                (yield from delete_threads(q, idle, dry_run=dry_run, lock_timeout=lock_timeout))
+            )
+        if keep_last is not None:
+            rest = sorted(set(ids) - set(idle))
+            total.add(
+                (
+                    yield from _keep_last(
+                        q, rest, keep_last, dry_run=dry_run, batch=batch, lock_timeout=lock_timeout
+                    )
+                )
+            )
+        after = ids[-1]
+        total.last_thread_id = after
+        if progress is not None:
+            progress(dataclasses.replace(total))
+    return total
