@@ -135,3 +135,32 @@ def delta_chat() -> StateGraph[Any]:
     g.add_edge(START, "chat")
     g.add_edge("chat", END)
     return g
+
+
+class TwoDeltaState(TypedDict):
+    a: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=3)]
+    b: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=5)]
+    n: int
+
+
+def bump(state: TwoDeltaState) -> dict[str, Any]:
+    n = state.get("n", 0) + 1
+    out: dict[str, Any] = {"a": [f"a{n}"], "n": n}
+    if n % 2 == 0:  # b is written every other turn: its snapshots fall at other steps than a's
+        out["b"] = [f"b{n}"]
+    return out
+
+
+def echo(state: TwoDeltaState) -> dict[str, Any]:
+    return {"a": [f"echo{state['n']}"]}
+
+
+def two_delta() -> StateGraph[Any]:
+    """Two DeltaChannels with different snapshot frequencies, written at different rates."""
+    g: StateGraph[Any] = StateGraph(TwoDeltaState)
+    g.add_node("bump", bump)
+    g.add_node("echo", echo)
+    g.add_edge(START, "bump")
+    g.add_edge("bump", "echo")
+    g.add_edge("echo", END)
+    return g

@@ -1,0 +1,392 @@
+"""DeltaChannel history and lifecycle operations: exact history semantics, and for every lifecycle
+operation, the state of every surviving checkpoint is identical before and after, and the graph
+continues identically."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import delta_chat, two_delta
+from helpers import checkpoint, config
+from histories import build
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from langgraph_pg_saver import (
+    AsyncPostgresSaver,
+    DeltaDependencyError,
+    InvalidInputError,
+    PostgresSaver,
+    ThreadNotEmptyError,
+)
+
+
+def rows(dsn: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, args or None).fetchall()  # type: ignore[arg-type]
+
+
+def cfg(thread: str, run: str | None = None, cid: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread}
+    if run is not None:
+        c["run_id"] = run
+    if cid is not None:
+        c["checkpoint_ns"] = ""
+        c["checkpoint_id"] = cid
+    return {"configurable": c}
+
+
+def states(saver: PostgresSaver, graph: Any, thread: str) -> dict[str, Any]:
+    """get_state of every checkpoint of the thread's root namespace, by checkpoint id."""
+    out: dict[str, Any] = {}
+    for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}):
+        cid = t.config["configurable"]["checkpoint_id"]
+        snap = graph.get_state(cfg(thread, cid=cid))
+        out[cid] = (snap.values, snap.next)
+    return out
+
+
+def run_turns(graph: Any, thread: str, turns: int, run_prefix: str = "run") -> None:
+    for i in range(turns):
+        graph.invoke({"a": [f"in{i}"]}, cfg(thread, run=f"{run_prefix}-{i}"))
+
+
+# ---------------------------------------------------------------- get_delta_channel_history
+
+
+def _base_walk(saver: PostgresSaver, conf: Any, channels: list[str]) -> Any:
+    return BaseCheckpointSaver.get_delta_channel_history(saver, config=conf, channels=channels)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_history_matches_the_base_walk_on_random_histories(saver: PostgresSaver, seed: int) -> None:
+    rng = random.Random(seed)
+    hist = build(saver, f"rand-{seed}", 120, rng)
+    targets = rng.sample(hist.nodes, 25) + [hist.nodes[0], hist.nodes[-1]]
+    for node in targets:
+        conf = config(hist.thread_id, node.checkpoint_id)
+        for channels in (["a"], ["a", "b", "c"], ["c", "a"], ["missing"], ["b", "other"]):
+            ours = saver.get_delta_channel_history(config=conf, channels=channels)
+            assert ours == _base_walk(saver, conf, channels), (seed, node.checkpoint_id, channels)
+    # latest (no checkpoint id) and an unknown checkpoint
+    latest = config(hist.thread_id)
+    assert saver.get_delta_channel_history(config=latest, channels=["a", "b"]) == _base_walk(
+        saver, latest, ["a", "b"]
+    )
+    unknown = config(hist.thread_id, "no-such-checkpoint")
+    assert saver.get_delta_channel_history(config=unknown, channels=["a"]) == {"a": {"writes": []}}
+    assert saver.get_delta_channel_history(config=latest, channels=[]) == {}
+
+
+async def test_async_history_matches_the_base_walk(asaver: AsyncPostgresSaver, db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=1) as sync_saver:
+        hist = build(sync_saver, "rand-async", 80, random.Random(99))
+    for node in hist.nodes[::7]:
+        conf = config(hist.thread_id, node.checkpoint_id)
+        ours = await asaver.aget_delta_channel_history(config=conf, channels=["a", "b", "c"])
+        base = await BaseCheckpointSaver.aget_delta_channel_history(
+            asaver, config=conf, channels=["a", "b", "c"]
+        )
+        assert ours == base
+
+
+def test_history_semantics_by_hand(saver: PostgresSaver) -> None:
+    """seed at the nearest stored value, its writes included, the target's writes excluded, forks ignored."""
+    t = "by-hand"
+    c1 = checkpoint({"m": ["seed"]}, {"m": "1"})
+    s1 = saver.put(config(t), c1, {}, {"m": "1"})
+    saver.put_writes(s1, [("m", ["w1"])], "task-b", "~b")
+    saver.put_writes(s1, [("m", ["w0"])], "task-a", "~a")
+    c2 = checkpoint({}, {"m": "2"})  # a delta step: version moved, no value stored
+    s2 = saver.put(s1, c2, {}, {"m": "2"})
+    saver.put_writes(s2, [("m", ["w2"])], "task")
+    sibling = saver.put(s1, checkpoint({}, {"m": "2b"}), {}, {"m": "2b"})  # a fork of s1
+    saver.put_writes(sibling, [("m", ["sibling"])], "task")
+    c3 = checkpoint({}, {"m": "3"})
+    s3 = saver.put(s2, c3, {}, {"m": "3"})
+    saver.put_writes(s3, [("m", ["pending"])], "task")
+    hist = saver.get_delta_channel_history(config=s3, channels=["m"])
+    assert hist == {
+        "m": {
+            "seed": ["seed"],
+            "writes": [("task-a", "m", ["w0"]), ("task-b", "m", ["w1"]), ("task", "m", ["w2"])],
+        }
+    }
+    # a None stored value is a seed too; the 'no value' marker is not
+    s4 = saver.put(s3, checkpoint({"m": None}, {"m": "4"}), {}, {"m": "4"})
+    s5 = saver.put(s4, checkpoint({}, {"m": "5"}), {}, {"m": "5"})
+    assert saver.get_delta_channel_history(config=s5, channels=["m"]) == {
+        "m": {"seed": None, "writes": []}
+    }
+
+
+def test_history_is_one_round_trip(db_dsn: str) -> None:
+    from helpers import traced
+
+    with psycopg.connect(db_dsn) as conn:
+        saver = PostgresSaver(conn)
+        hist = build(saver, "rt", 200, random.Random(5), seed_prob=0.0)
+        with traced(conn.pgconn) as t:
+            saver.get_delta_channel_history(
+                config=config("rt", hist.nodes[-1].checkpoint_id), channels=["a", "b", "c"]
+            )
+        assert t.round_trips == 1
+
+
+def test_history_on_a_forked_graph_thread(saver: PostgresSaver) -> None:
+    graph = delta_chat().compile(checkpointer=saver)
+    for _ in range(5):
+        graph.invoke({"messages": ["hi"]}, cfg("fork"))
+    history = list(graph.get_state_history(cfg("fork")))
+    mid = history[4]
+    forked = graph.update_state(mid.config, {"messages": ["edited"]})
+    graph.invoke(None, forked)
+    final = graph.get_state(cfg("fork"))
+    expected = list(mid.values["messages"]) + ["edited", f"reply {mid.values['turns'] + 1}"]
+    assert final.values["messages"] == expected
+    # the branch we left is intact
+    assert graph.get_state(history[0].config).values == history[0].values
+
+
+# ---------------------------------------------------------------- prune / retention / copy / delete_for_runs
+
+
+@pytest.fixture
+def two(saver: PostgresSaver) -> Iterator[Any]:
+    yield two_delta().compile(checkpointer=saver)
+
+
+def _assert_survivors_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert set(after) <= set(before)
+    for cid, state in after.items():
+        assert state == before[cid], cid
+
+
+def test_prune_keep_latest_keeps_every_survivor_intact(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    run_turns(two, "p", 13)
+    saver.copy_thread("p", "p-unpruned")
+    before = states(saver, two, "p")
+    saver.prune(["p"], strategy="keep_latest")
+    after = states(saver, two, "p")
+    _assert_survivors_unchanged(before, after)
+    latest = max(before)
+    assert latest in after
+    assert len(after) < len(before), "nothing was pruned"
+    # a kept ancestor is there only because a DeltaChannel needs it: every survivor is reachable
+    ids = set(after)
+    parents = {
+        r[0]: r[1]
+        for r in rows(
+            db_dsn,
+            "SELECT checkpoint_id, parent_checkpoint_id FROM pgsaver_checkpoints WHERE thread_id = 'p'",
+        )
+    }
+    assert all(cid == latest or any(parents.get(o) == cid for o in ids) for cid in ids)
+    # no blob or write is left that no survivor references
+    orphans = rows(
+        db_dsn,
+        """SELECT count(*) FROM pgsaver_writes w WHERE thread_id = 'p' AND NOT EXISTS (
+        SELECT 1 FROM pgsaver_checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_id = w.checkpoint_id)""",
+    )
+    assert orphans == [(0,)]
+    # the graph continues exactly as on the unpruned copy
+    run_turns(two, "p", 4, "more")
+    run_turns(two, "p-unpruned", 4, "more")
+    assert two.get_state(cfg("p")).values == two.get_state(cfg("p-unpruned")).values
+    # pruning again is a no-op for the survivors
+    kept = states(saver, two, "p")
+    saver.prune(["p"])
+    _assert_survivors_unchanged(kept, states(saver, two, "p"))
+
+
+def test_prune_delete_and_bad_input(saver: PostgresSaver, two: Any) -> None:
+    run_turns(two, "gone", 2)
+    run_turns(two, "stays", 2)
+    saver.prune(["gone"], strategy="delete")
+    assert saver.get_tuple(cfg("gone")) is None
+    assert saver.get_tuple(cfg("stays")) is not None
+    with pytest.raises(InvalidInputError, match="list of thread ids"):
+        saver.prune("stays")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="unknown prune strategy"):
+        saver.prune(["stays"], strategy="keep_oldest")
+    assert len(list(saver.list(cfg("stays")))) > 1  # nothing happened
+
+
+def test_retention_keep_last_with_dry_run(saver: PostgresSaver, two: Any) -> None:
+    for t in ("r1", "r2", "r3"):
+        run_turns(two, t, 14)  # b snapshots every 5th update, written every other turn
+    before = {t: states(saver, two, t) for t in ("r1", "r2", "r3")}
+    plan = saver.retention(keep_last=4, dry_run=True)
+    assert plan.dry_run and plan.checkpoints > 0 and plan.bytes > 0 and plan.threads == 3
+    assert {t: states(saver, two, t) for t in before} == before  # a dry run deletes nothing
+    seen: list[Any] = []
+    done = saver.retention(keep_last=4, thread_batch=2, batch=3, progress=seen.append)
+    assert (done.checkpoints, done.writes, done.blobs, done.threads) == (
+        plan.checkpoints,
+        plan.writes,
+        plan.blobs,
+        plan.threads,
+    )
+    assert done.batches > 3 and len(seen) == 2 and done.last_thread_id == "r3"
+    for t, b in before.items():
+        after = states(saver, two, t)
+        _assert_survivors_unchanged(b, after)
+        assert sorted(b)[-4:] == sorted(after)[-4:] or set(sorted(b)[-4:]) <= set(after)
+
+
+def test_retention_deletes_idle_threads_and_resumes(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    for t in ("idle-a", "idle-b", "active"):
+        run_turns(two, t, 2)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgsaver_checkpoints SET created_at = now() - interval '40 days' WHERE thread_id LIKE 'idle-%'"
+        )
+    plan = saver.retention(idle_for=timedelta(days=30), dry_run=True)
+    assert plan.threads == 2 and plan.checkpoints > 0
+    # resume after the first thread: only idle-b goes
+    done = saver.retention(idle_for=timedelta(days=30), start_after="idle-a")
+    assert done.threads == 1
+    assert saver.get_tuple(cfg("idle-a")) is not None and saver.get_tuple(cfg("idle-b")) is None
+    done = saver.retention(idle_for=timedelta(days=30))
+    assert done.threads == 1 and saver.get_tuple(cfg("idle-a")) is None
+    assert saver.get_tuple(cfg("active")) is not None
+    assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs WHERE thread_id LIKE 'idle-%'") == [
+        (0,)
+    ]
+    with pytest.raises(InvalidInputError, match="keep_last"):
+        saver.retention()
+    with pytest.raises(InvalidInputError, match="idle_for"):
+        saver.retention(idle_for=5)  # type: ignore[arg-type]
+
+
+def test_copy_thread_continues_identically(saver: PostgresSaver, two: Any) -> None:
+    run_turns(two, "src", 7)
+    before = states(saver, two, "src")
+    saver.copy_thread("src", "dst")
+    assert states(saver, two, "dst") == before
+    assert [t.config["configurable"]["checkpoint_id"] for t in saver.list(cfg("dst"))] == sorted(
+        before, reverse=True
+    )
+    run_turns(two, "src", 3, "more")
+    run_turns(two, "dst", 3, "more")
+    assert two.get_state(cfg("src")).values == two.get_state(cfg("dst")).values
+    # a non-empty target is refused, and nothing is copied
+    n_dst = len(list(saver.list(cfg("dst"))))
+    with pytest.raises(ThreadNotEmptyError, match="overwrite=True"):
+        saver.copy_thread("src", "dst")
+    assert len(list(saver.list(cfg("dst")))) == n_dst
+    # overwrite replaces it
+    run_turns(two, "other", 1)
+    saver.copy_thread("other", "dst", overwrite=True)
+    assert states(saver, two, "dst") == states(saver, two, "other")
+    # a missing source copies nothing
+    saver.copy_thread("no-such-thread", "empty-target")
+    assert saver.get_tuple(cfg("empty-target")) is None
+    with pytest.raises(InvalidInputError, match="same thread"):
+        saver.copy_thread("src", "src")
+
+
+def test_delete_for_runs_rolls_back_the_latest_run(saver: PostgresSaver, two: Any) -> None:
+    run_turns(two, "d", 6)
+    before = states(saver, two, "d")
+    state_before_last_run = two.get_state(cfg("d")).values
+    run_turns(two, "d", 1, "last")
+    saver.delete_for_runs(["last-0"])
+    after = states(saver, two, "d")
+    assert after == before
+    assert two.get_state(cfg("d")).values == state_before_last_run
+
+
+def test_delete_for_runs_refuses_to_break_delta_state(saver: PostgresSaver, two: Any) -> None:
+    run_turns(two, "mid", 4)
+    before = states(saver, two, "mid")
+    with pytest.raises(DeltaDependencyError) as info:
+        saver.delete_for_runs(["run-1"])
+    assert info.value.dependents and all(d[0] == "mid" for d in info.value.dependents)
+    assert "nothing was deleted" in str(info.value)
+    assert states(saver, two, "mid") == before
+    # deleting the dependent runs too is fine
+    saver.delete_for_runs(["run-1", "run-2", "run-3"])
+    after = states(saver, two, "mid")
+    _assert_survivors_unchanged(before, after)
+    assert len(after) < len(before)
+
+
+async def test_async_lifecycle(asaver: AsyncPostgresSaver) -> None:
+    graph = two_delta().compile(checkpointer=asaver)
+    for i in range(11):
+        await graph.ainvoke({"a": [f"in{i}"]}, cfg("ap", run=f"run-{i}"))
+    before_last = (await graph.aget_state(cfg("ap"))).values
+    await graph.ainvoke({"a": ["last"]}, cfg("ap", run="run-last"))
+    latest = (await graph.aget_state(cfg("ap"))).values
+    await asaver.acopy_thread("ap", "ap-copy")
+    assert (await graph.aget_state(cfg("ap-copy"))).values == latest
+    # rolling back the last run on the copy
+    await asaver.adelete_for_runs(["run-last"])
+    assert (await graph.aget_state(cfg("ap-copy"))).values == before_last
+    assert (await graph.aget_state(cfg("ap"))).values == before_last  # both threads held that run
+    await graph.ainvoke({"a": ["last"]}, cfg("ap", run="run-again"))
+    latest = (await graph.aget_state(cfg("ap"))).values
+    await asaver.aprune(["ap"])
+    assert (await graph.aget_state(cfg("ap"))).values == latest
+    report = await asaver.aretention(keep_last=1, thread_ids=["ap-copy"], dry_run=True)
+    assert report.checkpoints > 0
+    done = await asaver.aretention(keep_last=1, thread_ids=["ap-copy"])
+    assert done.checkpoints == report.checkpoints
+    assert (await graph.aget_state(cfg("ap-copy"))).values == before_last
+    await asaver.aprune(["ap", "ap-copy"], strategy="delete")
+    assert await asaver.aget_tuple(cfg("ap")) is None
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def test_two_prunes_and_a_writer_at_once(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=6) as saver:
+        graph = two_delta().compile(checkpointer=saver)
+        run_turns(graph, "busy", 6)
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def writer() -> None:
+            try:
+                for i in range(12):
+                    graph.invoke({"a": [f"live{i}"]}, cfg("busy", run=f"live-{i}"))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                stop.set()
+
+        def pruner() -> None:
+            try:
+                while not stop.is_set():
+                    saver.prune(["busy"])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=writer),
+            threading.Thread(target=pruner),
+            threading.Thread(target=pruner),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=240)
+        assert not errors, errors
+        final = graph.get_state(cfg("busy")).values
+        assert final["n"] == 18
+        assert final["a"][-2:] == ["a18", "echo18"]
+        assert len(final["a"]) == 18 * 2 + 18  # one input, one bump and one echo write per turn
+        # and every survivor is still consistent
+        for cid in states(saver, graph, "busy"):
+            graph.get_state(cfg("busy", cid=cid))
