@@ -9,8 +9,7 @@ from typing import Any
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver import _core
+from langgraph_pg_saver import PostgresSaver, _core
 
 
 @dataclass

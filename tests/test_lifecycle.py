@@ -67,7 +67,7 @@ def _base_walk(saver: PostgresSaver, conf: Any, channels: list[str]) -> Any:
 def test_history_matches_the_base_walk_on_random_histories(saver: PostgresSaver, seed: int) -> None:
     rng = random.Random(seed)
     hist = build(saver, f"rand-{seed}", 120, rng)
-    targets = rng.sample(hist.nodes, 25) + [hist.nodes[0], hist.nodes[-1]]
+    targets = [*rng.sample(hist.nodes, 25), hist.nodes[0], hist.nodes[-1]]
     for node in targets:
         conf = config(hist.thread_id, node.checkpoint_id)
         for channels in (["a"], ["a", "b", "c"], ["c", "a"], ["missing"], ["b", "other"]):
@@ -147,7 +147,7 @@ def test_history_on_a_forked_graph_thread(saver: PostgresSaver) -> None:
     forked = graph.update_state(mid.config, {"messages": ["edited"]})
     graph.invoke(None, forked)
     final = graph.get_state(cfg("fork"))
-    expected = list(mid.values["messages"]) + ["edited", f"reply {mid.values['turns'] + 1}"]
+    expected = [*list(mid.values["messages"]), "edited", f"reply {mid.values['turns'] + 1}"]
     assert final.values["messages"] == expected
     # the branch we left is intact
     assert graph.get_state(history[0].config).values == history[0].values
@@ -158,7 +158,7 @@ def test_history_on_a_forked_graph_thread(saver: PostgresSaver) -> None:
 
 @pytest.fixture
 def two(saver: PostgresSaver) -> Iterator[Any]:
-    yield two_delta().compile(checkpointer=saver)
+    return two_delta().compile(checkpointer=saver)
 
 
 def _assert_survivors_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
@@ -224,7 +224,10 @@ def test_retention_keep_last_with_dry_run(saver: PostgresSaver, two: Any) -> Non
         run_turns(two, t, 14)  # b snapshots every 5th update, written every other turn
     before = {t: states(saver, two, t) for t in ("r1", "r2", "r3")}
     plan = saver.retention(keep_last=4, dry_run=True)
-    assert plan.dry_run and plan.checkpoints > 0 and plan.bytes > 0 and plan.threads == 3
+    assert plan.dry_run
+    assert plan.checkpoints > 0
+    assert plan.bytes > 0
+    assert plan.threads == 3
     assert {t: states(saver, two, t) for t in before} == before  # a dry run deletes nothing
     seen: list[Any] = []
     done = saver.retention(keep_last=4, thread_batch=2, batch=3, progress=seen.append)
@@ -234,7 +237,9 @@ def test_retention_keep_last_with_dry_run(saver: PostgresSaver, two: Any) -> Non
         plan.blobs,
         plan.threads,
     )
-    assert done.batches > 3 and len(seen) == 2 and done.last_thread_id == "r3"
+    assert done.batches > 3
+    assert len(seen) == 2
+    assert done.last_thread_id == "r3"
     for t, b in before.items():
         after = states(saver, two, t)
         _assert_survivors_unchanged(b, after)
@@ -251,13 +256,16 @@ def test_retention_deletes_idle_threads_and_resumes(
             "UPDATE pgsaver_checkpoints SET created_at = now() - interval '40 days' WHERE thread_id LIKE 'idle-%'"
         )
     plan = saver.retention(idle_for=timedelta(days=30), dry_run=True)
-    assert plan.threads == 2 and plan.checkpoints > 0
+    assert plan.threads == 2
+    assert plan.checkpoints > 0
     # resume after the first thread: only idle-b goes
     done = saver.retention(idle_for=timedelta(days=30), start_after="idle-a")
     assert done.threads == 1
-    assert saver.get_tuple(cfg("idle-a")) is not None and saver.get_tuple(cfg("idle-b")) is None
+    assert saver.get_tuple(cfg("idle-a")) is not None
+    assert saver.get_tuple(cfg("idle-b")) is None
     done = saver.retention(idle_for=timedelta(days=30))
-    assert done.threads == 1 and saver.get_tuple(cfg("idle-a")) is None
+    assert done.threads == 1
+    assert saver.get_tuple(cfg("idle-a")) is None
     assert saver.get_tuple(cfg("active")) is not None
     assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs WHERE thread_id LIKE 'idle-%'") == [
         (0,)
@@ -311,7 +319,8 @@ def test_delete_for_runs_refuses_to_break_delta_state(saver: PostgresSaver, two:
     before = states(saver, two, "mid")
     with pytest.raises(DeltaDependencyError) as info:
         saver.delete_for_runs(["run-1"])
-    assert info.value.dependents and all(d[0] == "mid" for d in info.value.dependents)
+    assert info.value.dependents
+    assert all(d[0] == "mid" for d in info.value.dependents)
     assert "nothing was deleted" in str(info.value)
     assert states(saver, two, "mid") == before
     # deleting the dependent runs too is fine
