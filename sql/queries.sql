@@ -133,23 +133,22 @@ WITH RECURSIVE target AS (
     ORDER BY c.checkpoint_id DESC
     LIMIT 1
 ), walk AS (
-    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.channel_versions,
-           0 AS depth, %(channels)s::text[] COLLATE "C" AS wanted,
-           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions, %(channels)s::text[])
-               COLLATE "C" AS remaining
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
+           0 AS depth, w.needing AS wanted,
+           ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT ({_x_stores_k})) COLLATE "C" AS remaining
     FROM target AS t
-    JOIN {schema}.pgsaver_checkpoints AS p
-      ON p.thread_id = t.thread_id AND p.checkpoint_ns = t.checkpoint_ns
-     AND p.checkpoint_id = t.parent_checkpoint_id
+    CROSS JOIN (SELECT %(channels)s::text[] COLLATE "C" AS needing) AS w
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
+     AND x.checkpoint_id = t.parent_checkpoint_id
     UNION ALL
-    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.channel_versions,
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
            w.depth + 1, w.remaining,
-           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions, w.remaining)
-               COLLATE "C"
+           ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT ({_x_stores_k})) COLLATE "C"
     FROM walk AS w
-    JOIN {schema}.pgsaver_checkpoints AS p
-      ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
-     AND p.checkpoint_id = w.parent_checkpoint_id
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
+     AND x.checkpoint_id = w.parent_checkpoint_id
     WHERE cardinality(w.remaining) > 0
 )
 SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob
@@ -158,38 +157,68 @@ JOIN {schema}.pgsaver_writes AS wr
   ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
 WHERE wr.channel = ANY (w.wanted)
 UNION ALL
-SELECT 1 AS kind, w.depth, NULL, NULL, NULL, bl.channel, bl.type, bl.blob
+SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob
 FROM walk AS w
 CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
-JOIN {schema}.pgsaver_blobs AS bl
-  ON bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
- AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name
-WHERE bl.type <> 'empty'
+CROSS JOIN LATERAL (
+    -- a lookup by the whole primary key, whatever the table statistics say
+    SELECT bl.type, bl.blob
+    FROM {schema}.pgsaver_blobs AS bl
+    WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
+      AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
+    OFFSET 0
+) AS s
 ORDER BY 1, 2 DESC, 3, 4, 5
 
 -- ============================================================================ lifecycle
+
+-- name: _x_stores_k
+-- Checkpoint x stores a value for channel k: it has a version of k whose blob is not the 'empty'
+-- marker. A scalar subquery by the whole primary key: Postgres cannot turn it into a hash of all the
+-- thread's blobs (as it may with EXISTS when statistics are stale).
+coalesce((
+    SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
+      AND b.channel = k AND b.version = x.channel_versions ->> k
+), false)
+
+-- name: _x_delta
+-- The DeltaChannels LangGraph counts in checkpoint x's metadata (counters_since_delta_snapshot) that
+-- have a version at x: LangGraph rebuilds only versioned channels, and the counters also list
+-- channels never written.
+ARRAY(
+    SELECT d FROM jsonb_object_keys(
+        CASE WHEN jsonb_typeof(x.metadata -> 'counters_since_delta_snapshot') = 'object'
+             THEN x.metadata -> 'counters_since_delta_snapshot' ELSE '{}'::jsonb END
+    ) AS d
+    WHERE x.channel_versions ? d
+)
+
+-- name: _x_needing
+-- The channels x's parent must supply: those inherited from x's descendants (w.needing) plus x's own
+-- DeltaChannels, less what x stores. Sorted and distinct, so equal sets compare equal.
+ARRAY(
+    SELECT DISTINCT k FROM unnest(w.needing || {_x_delta}) AS k
+    WHERE NOT ({_x_stores_k})
+    ORDER BY k
+) COLLATE "C"
 
 -- name: _keep_closure
 -- Expects a CTE heads(thread_id, checkpoint_ns, checkpoint_id): the checkpoints to keep. Adds every
 -- ancestor a kept checkpoint's DeltaChannels need, back to the nearest stored value of each channel,
 -- transitively (a kept ancestor's own DeltaChannels too). "needing" = channels the parent must supply.
 walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-           {schema}.pgsaver_unstored(c.thread_id, c.checkpoint_ns, c.channel_versions,
-                                      {schema}.pgsaver_delta_channels(c.metadata, c.channel_versions))
-               COLLATE "C"
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
     FROM heads AS h
-    JOIN {schema}.pgsaver_checkpoints AS c
-      ON c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns AND c.checkpoint_id = h.checkpoint_id
+    CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = h.thread_id AND x.checkpoint_ns = h.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
     UNION
-    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id,
-           {schema}.pgsaver_unstored(p.thread_id, p.checkpoint_ns, p.channel_versions,
-                                      w.needing || {schema}.pgsaver_delta_channels(p.metadata, p.channel_versions))
-               COLLATE "C"
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
     FROM walk AS w
-    JOIN {schema}.pgsaver_checkpoints AS p
-      ON p.thread_id = w.thread_id AND p.checkpoint_ns = w.checkpoint_ns
-     AND p.checkpoint_id = w.parent_checkpoint_id
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
+     AND x.checkpoint_id = w.parent_checkpoint_id
     WHERE cardinality(w.needing) > 0
 ),
 keep AS (
@@ -381,14 +410,13 @@ WITH doomed AS (
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE c.run_id = ANY (%(run_ids)s::text[])
 ), dependents AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, d.checkpoint_id AS needs
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, d.checkpoint_id AS needs
     FROM doomed AS d
-    JOIN {schema}.pgsaver_checkpoints AS c
-      ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
-     AND c.parent_checkpoint_id = d.checkpoint_id
-    WHERE (c.run_id IS NULL OR NOT c.run_id = ANY (%(run_ids)s::text[]))
-      AND cardinality({schema}.pgsaver_unstored(c.thread_id, c.checkpoint_ns, c.channel_versions,
-                                                 {schema}.pgsaver_delta_channels(c.metadata, c.channel_versions))) > 0
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns
+     AND x.parent_checkpoint_id = d.checkpoint_id
+    WHERE (x.run_id IS NULL OR NOT x.run_id = ANY (%(run_ids)s::text[]))
+      AND EXISTS (SELECT 1 FROM unnest({_x_delta}) AS k WHERE NOT ({_x_stores_k}))
 ), allowed AS (
     SELECT NOT EXISTS (SELECT 1 FROM dependents) AS ok
 ), deleted_writes AS (

@@ -37,6 +37,8 @@ def build(
     fork_prob: float = 0.1,
     write_prob: float = 0.6,
     seed_prob: float = 0.12,
+    delta_channels: tuple[str, ...] = (),
+    writes_per_step: tuple[int, int] = (0, 4),
 ) -> History:
     """n checkpoints; each step writes some channels (a stored value with probability seed_prob, else
     'no value' like a DeltaChannel between snapshots) and leaves pending writes on the checkpoint."""
@@ -74,13 +76,16 @@ def build(
         config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
         if parent:
             config["configurable"]["checkpoint_id"] = parent.checkpoint_id
-        put_rows.append(_core.put_params(saver.serde, config, cp, {"step": i}, new_versions))
+        metadata: Any = {"step": i}
+        if delta_channels:  # as LangGraph records them: the delta channels with non-zero counters
+            metadata["counters_since_delta_snapshot"] = {ch: [1, 1] for ch in delta_channels}
+        put_rows.append(_core.put_params(saver.serde, config, cp, metadata, new_versions))
         node = Node(cid, parent.checkpoint_id if parent else None, versions)
         hist.nodes.append(node)
         stored: Any = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         }
-        for t in range(rng.randrange(0, 4)):
+        for t in range(rng.randrange(*writes_per_step)):
             writes = [
                 (rng.choice((*channels, "other")), f"w{i}.{t}.{k}")
                 for k in range(rng.randrange(1, 3))
