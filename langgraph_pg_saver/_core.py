@@ -11,6 +11,7 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
@@ -44,13 +45,34 @@ class Keys(NamedTuple):
 
 
 def _text(value: object, what: str) -> str:
-    """A key as Postgres text: str() of it, without NUL characters (text cannot hold them)."""
+    """A key as Postgres text: str() of it, valid UTF-8 without NUL characters (text cannot hold them)."""
     text = value if isinstance(value, str) else str(value)
     if "\x00" in text:
         raise InvalidInputError(
             f"{what} contains a NUL character (\\x00), which Postgres text cannot store: {text!r}"
         )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"{what} is not valid Unicode (a lone surrogate?): {text!r}"
+            ) from None
     return text
+
+
+def version_key(version: object) -> str:
+    """A channel version as the text the blobs table keys it by.
+
+    It must equal what Postgres prints for the version inside the checkpoint's ``channel_versions``
+    jsonb (the join in ``select_tuples``): strings and ints print as Python does, but a float prints
+    as a plain decimal (``1e-07`` → ``0.0000001``).
+    """
+    if isinstance(version, float) and not isinstance(version, bool):
+        if not math.isfinite(version):
+            raise InvalidInputError(f"channel version must be finite, not {version!r}")
+        return format(Decimal(json.dumps(version)), "f")
+    return _text(version, "channel version")
 
 
 def config_keys(config: RunnableConfig | None, *, what: str = "config") -> Keys:
@@ -102,7 +124,7 @@ def merge_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict
 def _json_safe(obj: Any) -> Any:
     """A JSON-storable approximation of ``obj`` (used only when the exact form is kept aside)."""
     if isinstance(obj, str):
-        return obj.replace("\x00", "")
+        return obj.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if obj is None or isinstance(obj, (bool, int, float)):
@@ -121,15 +143,31 @@ def _reject(obj: Any) -> Any:
     raise TypeError(type(obj).__name__)
 
 
+def _has_non_str_keys(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return any(not isinstance(k, str) or _has_non_str_keys(v) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return any(_has_non_str_keys(v) for v in obj)
+    return False
+
+
 def encode_json(obj: Any) -> tuple[str, bool]:
-    """JSON text for a jsonb column, and whether it lost anything (NULs, non-JSON values)."""
+    """JSON text for a jsonb column, and whether it lost anything.
+
+    Lossy: NUL characters and lone surrogates (jsonb cannot hold them), non-JSON values, non-string
+    keys. Tuples becoming lists is not counted: LangGraph reads its own metadata that way.
+    """
     try:
         text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=_reject)
-    except (TypeError, ValueError):
+        if not text.isascii():
+            text.encode("utf-8")
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         return json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False), True
     if "\\u0000" in text:  # may also be a literal backslash-u0000: re-encoding is then a no-op
         safe = json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False)
         return safe, safe != text
+    if _has_non_str_keys(obj):
+        return text, True
     return text, False
 
 
@@ -169,7 +207,7 @@ def put_params(
     blobs: list[bytes | None] = []
     for channel, version in new_versions.items():
         channels.append(_text(channel, "channel name"))
-        versions.append(_text(version, "channel version"))
+        versions.append(version_key(version))
         if channel in values:
             type_, data = serde.dumps_typed(values[channel])
             types.append(type_)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
@@ -150,8 +152,10 @@ def test_single_connection_configured_any_way(db_dsn: str) -> None:
         assert [t.metadata["k"] for t in saver.list(config("t"))] == ["v"]  # type: ignore[typeddict-item]
         assert conn.autocommit is False
         assert conn.row_factory is dict_row
-    # committed: another connection sees it
-    assert count(db_dsn, "pgsaver_checkpoints") == 1
+        # committed already, while this connection is still open: another connection sees it
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert count(db_dsn, "pgsaver_checkpoints") == 1
+        assert count(db_dsn, "pgsaver_writes") == 1
 
 
 def test_a_call_inside_the_callers_transaction_joins_it(db_dsn: str) -> None:
@@ -384,3 +388,122 @@ def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) 
     assert v2.startswith("0" * 31 + "2.")
     assert v1 < v2
     assert saver.get_next_version(7, None).startswith("0" * 31 + "8.")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- review regressions
+
+
+def test_float_and_int_versions_find_their_values(saver: PostgresSaver) -> None:
+    versions = {
+        "tiny": 1e-7,
+        "huge": 1e20,
+        "half": 2.5,
+        "int": 3,
+        "str": "00000000000000000000000000000001.5",
+    }
+    cp = checkpoint({k: f"value-{k}" for k in versions}, versions)
+    stored = saver.put(config("t"), cp, {}, versions)
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {k: f"value-{k}" for k in versions}
+
+
+def test_a_clone_shares_the_open_state(db_dsn: str) -> None:
+    """LangGraph clones savers (with_allowlist in strict msgpack mode), possibly before open()."""
+    saver = PostgresSaver.from_conn_string(
+        db_dsn, serde=JsonPlusSerializer(allowed_msgpack_modules=None)
+    )
+    clone = saver.with_allowlist([("some.module", "Thing")])
+    assert clone is not saver
+    saver.open()
+    try:
+        clone.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(config("t")) is not None
+    finally:
+        saver.close()
+    with pytest.raises(SaverClosedError):
+        clone.get_tuple(config("t"))
+
+
+def test_reopening_a_closed_saver_is_a_clear_error(db_dsn: str) -> None:
+    saver = PostgresSaver.from_conn_string(db_dsn)
+    with saver:
+        pass
+    with pytest.raises(SaverClosedError, match="create a new saver"), saver:
+        pass
+
+
+def test_surrogates_and_non_string_keys(saver: PostgresSaver, db_dsn: str) -> None:
+    with pytest.raises(InvalidInputError, match="surrogate"):
+        saver.put(config("bad\ud800"), checkpoint(), {}, {})
+    assert count(db_dsn, "pgsaver_checkpoints") == 0
+    metadata = {"odd": "x\ud800y", "keys": {1: "one", (2, 3): "pair"}}
+    stored = saver.put(config("t"), checkpoint(), metadata, {})  # type: ignore[arg-type]
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    # non-string keys come back exactly; a lone surrogate comes back as the serializer returns it
+    assert tup.metadata["keys"] == {1: "one", (2, 3): "pair"}  # type: ignore[typeddict-item]
+    assert tup.metadata["odd"] == saver.serde.loads_typed(saver.serde.dumps_typed("x\ud800y"))  # type: ignore[typeddict-item]
+
+
+async def test_a_cancelled_call_raises_cancelled_error(db_dsn: str) -> None:
+    async with (
+        await psycopg.AsyncConnection.connect(db_dsn) as conn,
+        await psycopg.AsyncConnection.connect(db_dsn) as blocker,
+    ):
+        saver = AsyncPostgresSaver(conn)
+        cp = checkpoint({"a": 1})
+        await blocker.execute(
+            "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint,"
+            " channel_versions, metadata) VALUES ('t', '', %s, 'x', '', '{}', '{}')",
+            (cp["id"],),
+        )
+        task = asyncio.create_task(saver.aput(config("t"), cp, {}, {"a": 1}))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await blocker.rollback()
+        # the connection is usable again (or closed), never left in autocommit by us
+        if not conn.closed:
+            assert conn.autocommit is False
+            await saver.aput(config("t"), cp, {}, {"a": 1})
+            assert await saver.aget_tuple(config("t")) is not None
+
+
+def test_a_terminated_backend_surfaces_the_driver_error(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn, psycopg.connect(db_dsn, autocommit=True) as admin:
+        saver = PostgresSaver(conn)
+        saver.put(config("t"), checkpoint(), {}, {})
+        admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError) as info:
+            saver.get_tuple(config("t"))
+        assert not isinstance(info.value, psycopg.InterfaceError)
+        assert conn.closed or conn.broken
+
+
+def test_writes_order_does_not_depend_on_the_database_collation(pg_server: Any) -> None:
+    """On an ICU-collated database, ids and task paths still sort by code point (writes_sort_key)."""
+    from conftest import _drop_db
+
+    name = "lgps_icu_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        try:
+            admin.execute(
+                f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+            )
+        except psycopg.Error as exc:  # pragma: no cover - servers built without ICU
+            pytest.skip(f"no ICU collation on this server: {exc}")
+    try:
+        with PostgresSaver.from_conn_string(pg_server.dsn_for(name)) as saver:
+            saver.setup()
+            stored = saver.put(config("t"), checkpoint(), {}, {})
+            for path, task in [("~b", "B"), ("~B", "a"), ("~_", "x"), ("~a", "b")]:
+                saver.put_writes(stored, [("c", f"{path}/{task}")], task, path)
+            tup = saver.get_tuple(stored)
+            assert tup is not None
+            got = [w[2] for w in tup.pending_writes or []]
+            expected = sorted(got, key=lambda v: tuple(v.split("/")))
+            assert got == expected == ["~B/a", "~_/x", "~a/b", "~b/B"]
+    finally:
+        _drop_db(pg_server, name)
