@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format typecheck check db-up db-down clean
+.PHONY: install demo test test-fast lint format typecheck check db-up db-down clean bench
 
 install: $(STAMP)
 
@@ -44,3 +44,6 @@ db-down:
 
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
+
+bench: install  ## side by side with the official saver on a fresh cluster (fsync on); ARGS="--rounds 7 --quick"
+	$(PY) benchmarks/bench.py $(ARGS)

@@ -46,23 +46,31 @@ WHERE EXCLUDED.idx < 0
 
 -- name: select_tuples
 -- Checkpoints with their channel values and pending writes, newest first: get_tuple and list.
+-- The keys are chosen first (narrow rows to sort), and every blob is fetched by its whole primary key:
+-- the plan stays the same whatever the table statistics say.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
        c.channel_versions, c.metadata, c.metadata_exact,
        b.channels, b.types, b.blobs,
        w.task_ids, w.channels, w.types, w.blobs
 FROM (
-    SELECT * FROM {schema}.pgsaver_checkpoints AS c
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
     ORDER BY c.checkpoint_id DESC
     LIMIT %(limit)s
-) AS c
+) AS k
+JOIN {schema}.pgsaver_checkpoints AS c
+  ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
 LEFT JOIN LATERAL (
-    SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types, array_agg(bl.blob) AS blobs
-    FROM jsonb_each_text(c.channel_versions) AS cv (channel, version)
-    JOIN {schema}.pgsaver_blobs AS bl
-      ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
-     AND bl.channel = cv.channel AND bl.version = cv.version
-    WHERE bl.type <> 'empty'
+    SELECT array_agg(cv.key) AS channels, array_agg(s.type) AS types, array_agg(s.blob) AS blobs
+    FROM jsonb_each_text(c.channel_versions) AS cv
+    CROSS JOIN LATERAL (
+        SELECT bl.type, bl.blob
+        FROM {schema}.pgsaver_blobs AS bl
+        WHERE bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
+          AND bl.channel = cv.key AND bl.version = cv.value AND bl.type <> 'empty'
+        OFFSET 0  -- one primary-key lookup per channel, never a hash of the thread's blobs
+    ) AS s
 ) AS b ON true
 LEFT JOIN LATERAL (
     SELECT array_agg(wr.task_id ORDER BY wr.task_path, wr.task_id, wr.idx) AS task_ids,

@@ -114,7 +114,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def from_local_binaries() -> Server | None:
+TEST_SETTINGS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+
+
+def from_local_binaries(settings: str = TEST_SETTINGS) -> Server | None:
+    """A throwaway cluster. The tests turn durability off for speed; benchmarks pass settings=""."""
     bindirs = _bindirs()
     if not bindirs:
         return None
@@ -149,10 +153,7 @@ def from_local_binaries() -> Server | None:
             "--locale=C.UTF-8",
             "--no-sync",
         )
-        opts = (
-            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
-        )
+        opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 {settings}"
         run(
             str(bindir / "pg_ctl"),
             "-D",
