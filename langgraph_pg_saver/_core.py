@@ -93,6 +93,11 @@ def config_keys(config: RunnableConfig | None, *, what: str = "config") -> Keys:
     )
 
 
+def name_param(value: object, what: str) -> str:
+    """An id or a name (thread, run, channel) as text."""
+    return _text(value, what)
+
+
 def thread_id_param(thread_id: object) -> str:
     if thread_id is None:
         raise InvalidInputError("thread_id must not be None")

@@ -78,19 +78,35 @@ class Report:
 # --------------------------------------------------------------------------- input checks
 
 
-def thread_ids_param(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
-    if isinstance(thread_ids, (str, bytes)):
+def names_param(
+    values: Sequence[str], what: str = "thread_ids", item: str = "thread id"
+) -> list[str]:
+    """A list of ids or names as distinct, sorted text; a lone string or a non-list is an error."""
+    if isinstance(values, (str, bytes)):
         raise InvalidInputError(
-            f"{what} must be a list of thread ids, not a single string {thread_ids!r}: "
-            f"write [{thread_ids!r}]"
+            f"{what} must be a list of {item}s, not a single string {values!r}: write [{values!r}]"
         )
     try:
-        items = list(thread_ids)
+        items = list(values)
     except TypeError:
         raise InvalidInputError(
-            f"{what} must be a list of ids, not {type(thread_ids).__name__}"
+            f"{what} must be a list of {item}s, not {type(values).__name__}"
         ) from None
-    return sorted({_core.thread_id_param(t) for t in items})
+    out = set()
+    for v in items:
+        if v is None:
+            raise InvalidInputError(f"{what} contains None instead of a {item}")
+        out.add(_core.name_param(v, item))
+    return sorted(out)
+
+
+def thread_ids_param(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
+    return names_param(thread_ids, what, "thread id")
+
+
+def _locked(q: Queries, ids: list[str], *statements: Stmt) -> tuple[Stmt, ...]:
+    """The statements after the exclusive per-thread locks of ``ids`` (one transaction)."""
+    return (Stmt(q["lock_threads"], {"thread_ids": ids}), *statements)
 
 
 def _batch_size(batch: int) -> int:
@@ -164,7 +180,7 @@ def delete_threads(
     if dry_run:
         rows = yield Step((Stmt(q["threads_size"], params),))
         return _counts(rows[0], dry_run=True)
-    rows = yield Step((Stmt(q["delete_threads"], params),), lock_timeout)
+    rows = yield Step(_locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
     report = _counts(rows[0])
     report.batches = 1
     return report
@@ -196,7 +212,7 @@ def _keep_last(
     touched: set[str] = set()
     params["batch"] = batch
     while True:
-        rows = yield Step((Stmt(q["prune_keep_last_batch"], params),), lock_timeout)
+        rows = yield Step(_locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout)
         thread_list, checkpoints, writes, size = rows[0]
         touched.update(thread_list or ())
         report.checkpoints += int(checkpoints)
@@ -205,7 +221,7 @@ def _keep_last(
         report.batches += 1
         if int(checkpoints) < batch:
             break
-    rows = yield Step((Stmt(q["prune_blobs"], {"thread_ids": ids}),), lock_timeout)
+    rows = yield Step(_locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout)
     report.blobs += int(rows[0][0])
     report.bytes += int(rows[0][1] or 0)
     report.threads = len(touched)
@@ -242,7 +258,8 @@ def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Ste
     statements: tuple[Stmt, ...] = (Stmt(q["copy_thread"], params),)
     if overwrite:
         statements = (Stmt(q["delete_threads"], {"thread_ids": [dst]}), *statements)
-    rows = yield Step(statements)
+    # the target is locked: concurrent copies into it, or puts to it, wait for this one
+    rows = yield Step(_locked(q, [dst], *statements), DEFAULT_LOCK_TIMEOUT)
     free, checkpoints, writes, blobs = rows[0]
     if not free:
         raise ThreadNotEmptyError(dst)
@@ -255,10 +272,14 @@ def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Ste
 
 
 def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
-    ids = thread_ids_param(run_ids, "run_ids")
+    ids = names_param(run_ids, "run_ids", "run id")
     if not ids:
         return Report()
-    rows = yield Step((Stmt(q["delete_for_runs"], {"run_ids": ids}),))
+    params = {"run_ids": ids}
+    rows = yield Step(
+        (Stmt(q["lock_threads_of_runs"], params), Stmt(q["delete_for_runs"], params)),
+        DEFAULT_LOCK_TIMEOUT,
+    )
     dependents = [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == 1]
     if dependents:
         raise DeltaDependencyError(run_ids=ids, dependents=dependents)
@@ -308,9 +329,19 @@ def retention(
         if idle_for is not None:
             rows = yield Step((Stmt(q["idle_threads"], {"thread_ids": ids, "idle_for": idle_for}),))
             idle = [r[0] for r in rows]
-            total.add(
-                (yield from delete_threads(q, idle, dry_run=dry_run, lock_timeout=lock_timeout))
-            )
+            if dry_run:
+                total.add(
+                    (yield from delete_threads(q, idle, dry_run=True, lock_timeout=lock_timeout))
+                )
+            elif idle:
+                # idleness is checked again under the locks: a thread written meanwhile stays
+                params = {"thread_ids": idle, "idle_for": idle_for}
+                rows = yield Step(
+                    _locked(q, idle, Stmt(q["delete_idle_threads"], params)), lock_timeout
+                )
+                done = _counts(rows[0])
+                done.batches = 1
+                total.add(done)
         if keep_last is not None:
             rest = sorted(set(ids) - set(idle))
             total.add(

@@ -27,7 +27,7 @@ from . import _core, _lifecycle, _migrate
 from ._base import DEFAULT_SCHEMA, _SaverBase, arestore_autocommit, needs_autocommit_switch
 from ._lifecycle import Report
 from ._sql import Queries
-from .errors import PgSaverError, SaverClosedError
+from .errors import ParentCheckpointMissingError, PgSaverError, SaverClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -255,6 +255,11 @@ class AsyncPostgresSaver(_SaverBase):
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
         async with self._cursor() as cur:
             await cur.execute(self._q["put"], params)
+            stored = await cur.fetchone()
+        if stored is None:
+            raise ParentCheckpointMissingError(
+                params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
+            )
         return _core.put_result(config, checkpoint)
 
     async def aput_writes(
@@ -294,8 +299,10 @@ class AsyncPostgresSaver(_SaverBase):
                 stmt = step.statements[0]
                 await cur.execute(stmt.query, stmt.params)
                 return await cur.fetchall() if cur.description else []
+            own = cur.connection.info.transaction_status == pq.TransactionStatus.IDLE
             async with cur.connection.transaction():
-                if step.lock_timeout is not None:
+                # a transaction-local setting; never leaked into a transaction of the caller's
+                if step.lock_timeout is not None and own:
                     timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
                     await cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
                 for stmt in step.statements:

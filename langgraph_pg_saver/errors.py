@@ -92,3 +92,16 @@ class DeltaDependencyError(PgSaverError):
             f"delete_for_runs refused: surviving checkpoints rebuild DeltaChannel state from checkpoints of "
             f"these runs ({shown}{more}); nothing was deleted. Delete the dependent runs too, or prune instead."
         )
+
+
+class ParentCheckpointMissingError(PgSaverError):
+    """put() named a parent checkpoint that no longer exists (deleted or pruned meanwhile)."""
+
+    def __init__(self, thread_id: str, checkpoint_ns: str, parent_id: str) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_id = parent_id
+        super().__init__(
+            f"put: parent checkpoint {parent_id!r} of thread {thread_id!r} (namespace {checkpoint_ns!r}) "
+            "does not exist (was the thread deleted or pruned meanwhile?); nothing was written"
+        )

@@ -27,7 +27,7 @@ from . import _core, _lifecycle, _migrate
 from ._base import DEFAULT_SCHEMA, _SaverBase, autocommit_if_idle, restore_autocommit
 from ._lifecycle import Report
 from ._sql import Queries
-from .errors import SaverClosedError
+from .errors import ParentCheckpointMissingError, SaverClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +235,11 @@ class PostgresSaver(_SaverBase):
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
         with self._cursor() as cur:
-            cur.execute(self._q["put"], params)
+            stored = cur.execute(self._q["put"], params).fetchone()
+        if stored is None:
+            raise ParentCheckpointMissingError(
+                params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
+            )
         return _core.put_result(config, checkpoint)
 
     def put_writes(
@@ -275,8 +279,10 @@ class PostgresSaver(_SaverBase):
                 stmt = step.statements[0]
                 cur.execute(stmt.query, stmt.params)
                 return cur.fetchall() if cur.description else []
+            own = cur.connection.info.transaction_status == _IDLE_STATUS
             with cur.connection.transaction():
-                if step.lock_timeout is not None:
+                # a transaction-local setting; never leaked into a transaction of the caller's
+                if step.lock_timeout is not None and own:
                     timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
                     cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
                 for stmt in step.statements:

@@ -2,22 +2,41 @@
 -- "_name"; "{where}" is filled by the loader with fragments named "_w_*" (never with caller text).
 -- Parameters are psycopg named placeholders.
 
+-- name: _lock_class
+-- First key of our per-thread advisory locks ("lgps"); the second is hashtext(thread_id). put and
+-- put_writes hold the lock shared; lifecycle batches take it exclusively before they read, so they see
+-- every write that was in flight and no write lands in the middle of a batch.
+1818718323
+
 -- name: put
--- Blobs for the channels whose version changed, and the checkpoint row, in one statement.
-WITH new_blobs AS (
+-- Blobs for the channels whose version changed, and the checkpoint row, in one statement. The parent
+-- is locked (FOR KEY SHARE) and must still exist: a parent deleted by a concurrent prune or
+-- delete makes this insert nothing (the saver then raises) instead of leaving a checkpoint whose
+-- unchanged channel values are gone.
+WITH guard AS (
+    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
+), parent AS (
+    SELECT 1 FROM guard, {schema}.pgsaver_checkpoints AS p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = %(parent_checkpoint_id)s
+    FOR KEY SHARE OF p
+), allowed AS (
+    SELECT 1 AS ok FROM guard
+    WHERE %(parent_checkpoint_id)s::text IS NULL OR EXISTS (SELECT 1 FROM parent)
+), new_blobs AS (
     INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
-    FROM unnest(%(blob_channels)s::text[], %(blob_versions)s::text[], %(blob_types)s::text[],
-                %(blob_values)s::bytea[]) AS b (channel, version, type, blob)
+    FROM allowed, unnest(%(blob_channels)s::text[], %(blob_versions)s::text[], %(blob_types)s::text[],
+                         %(blob_values)s::bytea[]) AS b (channel, version, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
 INSERT INTO {schema}.pgsaver_checkpoints (
     thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
     type, checkpoint, channel_versions, metadata, metadata_exact
-) VALUES (
-    %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(run_id)s,
-    %(type)s, %(checkpoint)s, %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)s
 )
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(run_id)s,
+       %(type)s, %(checkpoint)s, %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)s
+FROM allowed
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
     run_id = EXCLUDED.run_id,
@@ -26,23 +45,42 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     channel_versions = EXCLUDED.channel_versions,
     metadata = EXCLUDED.metadata,
     metadata_exact = EXCLUDED.metadata_exact
+RETURNING 1
 
 -- name: put_writes
 -- Ordinary writes keep their first value (a retried task writes the same rows again); special
 -- channels (negative idx) take the latest value.
+WITH guard AS (
+    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
+)
 INSERT INTO {schema}.pgsaver_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::integer[], %(channels)s::text[], %(types)s::text[],
-            %(values)s::bytea[]) AS w (idx, channel, type, blob)
+FROM guard, unnest(%(idxs)s::integer[], %(channels)s::text[], %(types)s::text[],
+                   %(values)s::bytea[]) AS w (idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
     type = EXCLUDED.type,
     blob = EXCLUDED.blob,
     task_path = EXCLUDED.task_path
 WHERE EXCLUDED.idx < 0
+
+-- name: lock_threads
+-- Exclusive per-thread locks for one lifecycle batch, always taken in the same order (no deadlocks
+-- between two jobs); waits for in-flight put/put_writes on these threads to commit.
+SELECT count(pg_advisory_xact_lock({_lock_class}, h))
+FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)s::text[]) AS t ORDER BY 1) AS k
+
+-- name: lock_threads_of_runs
+SELECT count(pg_advisory_xact_lock({_lock_class}, h))
+FROM (
+    SELECT DISTINCT hashtext(c.thread_id) AS h
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.run_id = ANY (%(run_ids)s::text[])
+    ORDER BY 1
+) AS k
 
 -- name: select_tuples
 -- Checkpoints with their channel values and pending writes, newest first: get_tuple and list.
@@ -158,6 +196,7 @@ WITH RECURSIVE target AS (
       ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
      AND x.checkpoint_id = w.parent_checkpoint_id
     WHERE cardinality(w.remaining) > 0
+      AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
 )
 SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob
 FROM walk AS w
@@ -174,6 +213,7 @@ CROSS JOIN LATERAL (
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
       AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
+      AND NOT (ch.name = ANY (w.remaining))  -- only channels whose walk stops here
     OFFSET 0
 ) AS s
 ORDER BY 1, 2 DESC, 3, 4, 5
@@ -293,12 +333,14 @@ gone_writes AS (
     FROM {schema}.pgsaver_writes AS w
     JOIN doomed AS d
       ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
+    WHERE w.thread_id = ANY (%(thread_ids)s::text[])
 ),
 gone AS (
     SELECT c.thread_id, pg_column_size(c.*) AS size
     FROM {schema}.pgsaver_checkpoints AS c
     JOIN doomed AS d
       ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns AND c.checkpoint_id = d.checkpoint_id
+    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
 ),
 refs AS (
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
@@ -363,6 +405,32 @@ SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
        coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
            + coalesce((SELECT sum(size) FROM deleted_blobs), 0)
 
+-- name: delete_idle_threads
+-- delete_threads for those of the given threads that are still idle (checked again under the locks).
+WITH chosen AS (
+    SELECT t.thread_id
+    FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
+    )
+), deleted_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING pg_column_size(pgsaver_blobs.*) AS size
+), deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING pg_column_size(pgsaver_writes.*) AS size
+), deleted AS (
+    DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
+)
+SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
+       (SELECT count(*) FROM deleted),
+       (SELECT count(*) FROM deleted_writes),
+       (SELECT count(*) FROM deleted_blobs),
+       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+           + coalesce((SELECT sum(size) FROM deleted_blobs), 0)
+
 -- name: threads_size
 -- Dry run of delete_threads.
 SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])),
@@ -401,7 +469,7 @@ WITH target_used AS (
         channel_versions, metadata, metadata_exact, created_at
     )
     SELECT %(target)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id, c.type,
-           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact, c.created_at
+           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact, now()
     FROM {schema}.pgsaver_checkpoints AS c, target_used
     WHERE c.thread_id = %(source)s AND NOT target_used.used
     RETURNING 1
@@ -474,7 +542,7 @@ WITH RECURSIVE t AS (
 SELECT thread_id FROM t WHERE thread_id IS NOT NULL LIMIT %(limit)s
 
 -- name: idle_threads
--- Of the given threads, those whose newest checkpoint is older than the cutoff.
+-- Of the given threads, those whose newest checkpoint is older than now() - idle_for.
 SELECT t.thread_id
 FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
 WHERE EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)

@@ -114,7 +114,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-TEST_SETTINGS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+TEST_SETTINGS = (
+    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+)
 
 
 def from_local_binaries(settings: str = TEST_SETTINGS) -> Server | None:

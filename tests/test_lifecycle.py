@@ -399,3 +399,97 @@ def test_two_prunes_and_a_writer_at_once(db_dsn: str) -> None:
         # and every survivor is still consistent
         for cid in states(saver, graph, "busy"):
             graph.get_state(cfg("busy", cid=cid))
+
+
+# ---------------------------------------------------------------- the per-thread lock protocol
+
+
+def test_put_on_a_deleted_parent_fails_loudly(saver: PostgresSaver, db_dsn: str) -> None:
+    from langgraph_pg_saver import ParentCheckpointMissingError
+
+    first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+    saver.delete_thread("t")
+    with pytest.raises(ParentCheckpointMissingError, match="nothing was written"):
+        saver.put(first, checkpoint({"a": 2}), {}, {"a": 2})
+    assert rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
+    assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
+
+
+def _fork_of(tup: Any, n: int) -> tuple[Any, Any, dict[str, Any]]:
+    """A checkpoint as LangGraph would write it when forking from ``tup``: same channels and
+    DeltaChannel counters, a new value for ``n``."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    cp = dict(tup.checkpoint)
+    cp["id"] = str(uuid6(clock_seq=n))
+    version = "9" * 32 + f".{n:016d}"
+    cp["channel_versions"] = {**tup.checkpoint["channel_versions"], "n": version}
+    cp["channel_values"] = {**tup.checkpoint["channel_values"], "n": n}
+    return cp, dict(tup.metadata), {"n": version}
+
+
+def _in_flight_put(
+    db_dsn: str, parent: Any, fork: tuple[Any, Any, dict[str, Any]]
+) -> psycopg.Connection[Any]:
+    """A put inside an open transaction: it holds the thread's shared lock until commit."""
+    conn = psycopg.connect(db_dsn)
+    conn.execute("SELECT 1")  # the saver joins this transaction
+    PostgresSaver(conn).put(parent, *fork)
+    return conn
+
+
+def test_prune_waits_for_an_in_flight_put_and_keeps_what_it_needs(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    run_turns(two, "race", 14)
+    saver.copy_thread("race", "race-ref")
+    history = list(saver.list(cfg("race")))
+    old = history[len(history) // 2]  # a fork from the middle of the thread, as update_state does
+    fork = _fork_of(old, 99)
+    writer = _in_flight_put(db_dsn, old.config, fork)
+    try:
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (saver.prune(["race"]), done.set()))
+        worker.start()
+        assert not done.wait(1.0), "prune did not wait for the in-flight put"
+        writer.commit()
+        worker.join(timeout=60)
+        assert done.is_set()
+    finally:
+        writer.close()
+    newest = saver.get_tuple(cfg("race"))
+    assert newest is not None
+    assert newest.checkpoint["id"] == fork[0]["id"]
+    # the same fork on the unpruned copy rebuilds the same state
+    ref_parent = {"configurable": {**old.config["configurable"], "thread_id": "race-ref"}}
+    saver.put(ref_parent, *_fork_of(old, 99))
+    assert two.get_state(cfg("race")).values == two.get_state(cfg("race-ref")).values
+    assert two.get_state(cfg("race")).values["n"] == 99
+
+
+def test_idle_retention_spares_a_thread_written_meanwhile(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    run_turns(two, "sleepy", 2)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pgsaver_checkpoints SET created_at = now() - interval '90 days'")
+    latest = saver.get_tuple(cfg("sleepy"))
+    assert latest is not None
+    writer = _in_flight_put(db_dsn, latest.config, _fork_of(latest, 7))
+    try:
+        result: list[Any] = []
+        worker = threading.Thread(
+            target=lambda: result.append(saver.retention(idle_for=timedelta(days=30)))
+        )
+        worker.start()
+        worker.join(1.0)
+        assert worker.is_alive(), "retention did not wait for the in-flight put"
+        writer.commit()
+        worker.join(timeout=60)
+    finally:
+        writer.close()
+    assert result
+    assert result[0].threads == 0
+    tup = saver.get_tuple(cfg("sleepy"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"]["n"] == 7
