@@ -176,7 +176,7 @@ def delete_threads(
 ) -> Steps:
     if not ids:
         return Report(dry_run=dry_run)
-    params = {"thread_ids": ids}
+    params: dict[str, Any] = {"thread_ids": ids, "idle_for": None}
     if dry_run:
         rows = yield Step((Stmt(q["threads_size"], params),))
         return _counts(rows[0], dry_run=True)
@@ -257,7 +257,10 @@ def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Ste
     params = {"source": src, "target": dst}
     statements: tuple[Stmt, ...] = (Stmt(q["copy_thread"], params),)
     if overwrite:
-        statements = (Stmt(q["delete_threads"], {"thread_ids": [dst]}), *statements)
+        statements = (
+            Stmt(q["delete_threads"], {"thread_ids": [dst], "idle_for": None}),
+            *statements,
+        )
     # the target is locked: concurrent copies into it, or puts to it, wait for this one
     rows = yield Step(_locked(q, [dst], *statements), DEFAULT_LOCK_TIMEOUT)
     free, checkpoints, writes, blobs = rows[0]
@@ -336,9 +339,7 @@ def retention(
             elif idle:
                 # idleness is checked again under the locks: a thread written meanwhile stays
                 params = {"thread_ids": idle, "idle_for": idle_for}
-                rows = yield Step(
-                    _locked(q, idle, Stmt(q["delete_idle_threads"], params)), lock_timeout
-                )
+                rows = yield Step(_locked(q, idle, Stmt(q["delete_threads"], params)), lock_timeout)
                 done = _counts(rows[0])
                 done.batches = 1
                 total.add(done)

@@ -387,30 +387,12 @@ deleted AS (
 SELECT count(*), coalesce(sum(size), 0) FROM deleted
 
 -- name: delete_threads
--- Every row of the given threads; returns what went.
-WITH deleted_blobs AS (
-    DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = ANY (%(thread_ids)s::text[])
-    RETURNING pg_column_size(pgsaver_blobs.*) AS size
-), deleted_writes AS (
-    DELETE FROM {schema}.pgsaver_writes WHERE thread_id = ANY (%(thread_ids)s::text[])
-    RETURNING pg_column_size(pgsaver_writes.*) AS size
-), deleted AS (
-    DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])
-    RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
-)
-SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
-       (SELECT count(*) FROM deleted),
-       (SELECT count(*) FROM deleted_writes),
-       (SELECT count(*) FROM deleted_blobs),
-       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
-           + coalesce((SELECT sum(size) FROM deleted_blobs), 0)
-
--- name: delete_idle_threads
--- delete_threads for those of the given threads that are still idle (checked again under the locks).
+-- Every row of the given threads -- with idle_for, only of those still idle (checked again under the
+-- retention job's locks); returns what went.
 WITH chosen AS (
     SELECT t.thread_id
     FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
-    WHERE NOT EXISTS (
+    WHERE %(idle_for)s::interval IS NULL OR NOT EXISTS (
         SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
     )

@@ -85,10 +85,11 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
         "prune blobs": (q["prune_blobs"], {"thread_ids": [tid]}),
         "copy thread": (q["copy_thread"], {"source": tid, "target": "new-thread"}),
         "delete thread": (q["delete_thread"], {"thread_id": tid}),
-        "delete threads": (q["delete_threads"], {"thread_ids": [tid]}),
+        "delete threads": (q["delete_threads"], {"thread_ids": [tid], "idle_for": None}),
         "delete for runs": (q["delete_for_runs"], {"run_ids": [f"run-{last}"]}),
         "threads after": (q["threads_after"], {"after": tid, "limit": 100}),
         "idle threads": (q["idle_threads"], {"thread_ids": [tid], "idle_for": "1 day"}),
+        "delete idle threads": (q["delete_threads"], {"thread_ids": [tid], "idle_for": "1 day"}),
     }
     bad: dict[str, list[str]] = {}
     with psycopg.connect(dsn) as conn:
@@ -99,7 +100,7 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
             scans = seq_scans(plan)
             if scans:
                 bad[name] = scans
-        # the per-channel lookup inside pgsaver_unstored()
+        # the per-channel lookup of _x_stores_k
         row = conn.execute(
             "EXPLAIN (FORMAT JSON) SELECT 1 FROM pgsaver_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = ''"
             " AND b.channel = 'a' AND b.version = 'x' AND b.type <> 'empty'",
@@ -107,5 +108,5 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
         ).fetchone()
         assert row is not None
         if seq_scans(row[0]):
-            bad["pgsaver_unstored lookup"] = seq_scans(row[0])
+            bad["_x_stores_k lookup"] = seq_scans(row[0])
     assert not bad, f"sequential scans: {bad}"
