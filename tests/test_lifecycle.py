@@ -493,3 +493,31 @@ def test_idle_retention_spares_a_thread_written_meanwhile(
     tup = saver.get_tuple(cfg("sleepy"))
     assert tup is not None
     assert tup.checkpoint["channel_values"]["n"] == 7
+
+
+def test_prune_keeps_a_pending_interrupt_resumable(saver: PostgresSaver) -> None:
+    from graphs import approval
+    from langgraph.types import Command
+
+    graph = approval().compile(checkpointer=saver)
+    for i in range(3):
+        graph.invoke({"request": f"r{i}", "answer": ""}, cfg("hitl"))
+        graph.invoke(Command(resume=f"yes{i}"), cfg("hitl"))
+    graph.invoke({"request": "last", "answer": ""}, cfg("hitl"))
+    paused = graph.get_state(cfg("hitl"))
+    assert paused.next == ("ask",)
+    saver.prune(["hitl"])
+    assert len(list(saver.list(cfg("hitl")))) == 1
+    after = graph.get_state(cfg("hitl"))
+    assert after.next == ("ask",)
+    assert after.tasks[0].interrupts[0].value == {"question": "approve last?"}
+    assert graph.invoke(Command(resume="ok"), cfg("hitl")) == {"request": "last", "answer": "ok"}
+
+
+def test_retention_keep_last_then_the_graph_continues(saver: PostgresSaver, two: Any) -> None:
+    run_turns(two, "ret", 14)
+    saver.copy_thread("ret", "ret-ref")
+    saver.retention(keep_last=2, thread_ids=["ret"])
+    run_turns(two, "ret", 3, "more")
+    run_turns(two, "ret-ref", 3, "more")
+    assert two.get_state(cfg("ret")).values == two.get_state(cfg("ret-ref")).values
