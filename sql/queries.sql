@@ -1,6 +1,7 @@
 -- Named queries. "{schema}" is replaced by the saver's quoted schema; "{_name}" includes the fragment
 -- "_name"; "{where}" is filled by the loader with fragments named "_w_*" (never with caller text).
--- Parameters are psycopg named placeholders.
+-- Parameters are psycopg named placeholders; arrays and bytea use %(x)b (binary): sending arrays as
+-- text costs an escaped literal for psycopg to build and Postgres to parse (a third of put_writes).
 
 -- name: _lock_class
 -- First key of our per-thread advisory locks ("lgps"); the second is hashtext(thread_id). put and
@@ -26,8 +27,8 @@ WITH guard AS (
 ), new_blobs AS (
     INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
-    FROM allowed, unnest(%(blob_channels)s::text[], %(blob_versions)s::text[], %(blob_types)s::text[],
-                         %(blob_values)s::bytea[]) AS b (channel, version, type, blob)
+    FROM allowed, unnest(%(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
+                         %(blob_values)b::bytea[]) AS b (channel, version, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
 INSERT INTO {schema}.pgsaver_checkpoints (
@@ -35,7 +36,7 @@ INSERT INTO {schema}.pgsaver_checkpoints (
     type, checkpoint, channel_versions, metadata, metadata_exact
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s, %(run_id)s,
-       %(type)s, %(checkpoint)s, %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)s
+       %(type)s, %(checkpoint)b, %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b
 FROM allowed
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
@@ -58,8 +59,8 @@ INSERT INTO {schema}.pgsaver_writes (
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM guard, unnest(%(idxs)s::integer[], %(channels)s::text[], %(types)s::text[],
-                   %(values)s::bytea[]) AS w (idx, channel, type, blob)
+FROM guard, unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
+                   %(values)b::bytea[]) AS w (idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
     type = EXCLUDED.type,
@@ -71,14 +72,14 @@ WHERE EXCLUDED.idx < 0
 -- Exclusive per-thread locks for one lifecycle batch, always taken in the same order (no deadlocks
 -- between two jobs); waits for in-flight put/put_writes on these threads to commit.
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
-FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)s::text[]) AS t ORDER BY 1) AS k
+FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)b::text[]) AS t ORDER BY 1) AS k
 
 -- name: lock_threads_of_runs
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
 FROM (
     SELECT DISTINCT hashtext(c.thread_id) AS h
     FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.run_id = ANY (%(run_ids)s::text[])
+    WHERE c.run_id = ANY (%(run_ids)b::text[])
     ORDER BY 1
 ) AS k
 
@@ -183,7 +184,7 @@ WITH RECURSIVE target AS (
            0 AS depth, w.needing AS wanted,
            ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT ({_x_stores_k})) COLLATE "C" AS remaining
     FROM target AS t
-    CROSS JOIN (SELECT %(channels)s::text[] COLLATE "C" AS needing) AS w
+    CROSS JOIN (SELECT %(channels)b::text[] COLLATE "C" AS needing) AS w
     JOIN {schema}.pgsaver_checkpoints AS x
       ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
      AND x.checkpoint_id = t.parent_checkpoint_id
@@ -275,7 +276,7 @@ keep AS (
 doomed AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
       AND NOT EXISTS (
           SELECT 1 FROM keep AS k
           WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
@@ -290,7 +291,7 @@ heads AS (
     FROM (
         SELECT DISTINCT c.thread_id, c.checkpoint_ns
         FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+        WHERE c.thread_id = ANY (%(thread_ids)b::text[])
     ) AS n
     CROSS JOIN LATERAL (
         SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
@@ -333,14 +334,14 @@ gone_writes AS (
     FROM {schema}.pgsaver_writes AS w
     JOIN doomed AS d
       ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
-    WHERE w.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE w.thread_id = ANY (%(thread_ids)b::text[])
 ),
 gone AS (
     SELECT c.thread_id, pg_column_size(c.*) AS size
     FROM {schema}.pgsaver_checkpoints AS c
     JOIN doomed AS d
       ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns AND c.checkpoint_id = d.checkpoint_id
-    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
 ),
 refs AS (
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
@@ -352,7 +353,7 @@ refs AS (
 gone_blobs AS (
     SELECT pg_column_size(b.*) AS size
     FROM {schema}.pgsaver_blobs AS b
-    WHERE b.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE b.thread_id = ANY (%(thread_ids)b::text[])
       AND NOT EXISTS (
           SELECT 1 FROM refs AS r
           WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
@@ -372,11 +373,11 @@ WITH refs AS (
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
     FROM {schema}.pgsaver_checkpoints AS c
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
-    WHERE c.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
 ),
 deleted AS (
     DELETE FROM {schema}.pgsaver_blobs AS b
-    WHERE b.thread_id = ANY (%(thread_ids)s::text[])
+    WHERE b.thread_id = ANY (%(thread_ids)b::text[])
       AND NOT EXISTS (
           SELECT 1 FROM refs AS r
           WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
@@ -391,7 +392,7 @@ SELECT count(*), coalesce(sum(size), 0) FROM deleted
 -- retention job's locks); returns what went.
 WITH chosen AS (
     SELECT t.thread_id
-    FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
+    FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
     WHERE %(idle_for)s::interval IS NULL OR NOT EXISTS (
         SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
@@ -415,13 +416,13 @@ SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
 
 -- name: threads_size
 -- Dry run of delete_threads.
-SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])),
-       (SELECT count(*) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)s::text[])),
-       (SELECT count(*) FROM {schema}.pgsaver_writes WHERE thread_id = ANY (%(thread_ids)s::text[])),
-       (SELECT count(*) FROM {schema}.pgsaver_blobs WHERE thread_id = ANY (%(thread_ids)s::text[])),
-       coalesce((SELECT sum(pg_column_size(c.*)) FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = ANY (%(thread_ids)s::text[])), 0)
-           + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)s::text[])), 0)
-           + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)s::text[])), 0)
+SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)b::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)b::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_writes WHERE thread_id = ANY (%(thread_ids)b::text[])),
+       (SELECT count(*) FROM {schema}.pgsaver_blobs WHERE thread_id = ANY (%(thread_ids)b::text[])),
+       coalesce((SELECT sum(pg_column_size(c.*)) FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = ANY (%(thread_ids)b::text[])), 0)
+           + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)b::text[])), 0)
+           + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)b::text[])), 0)
 
 -- name: copy_thread
 -- Every checkpoint, write and blob of every namespace of the source, under the target's thread id,
@@ -466,14 +467,14 @@ SELECT NOT (SELECT used FROM target_used),
 WITH doomed AS (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.run_id = ANY (%(run_ids)s::text[])
+    WHERE c.run_id = ANY (%(run_ids)b::text[])
 ), dependents AS (
     SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, d.checkpoint_id AS needs
     FROM doomed AS d
     JOIN {schema}.pgsaver_checkpoints AS x
       ON x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns
      AND x.parent_checkpoint_id = d.checkpoint_id
-    WHERE (x.run_id IS NULL OR NOT x.run_id = ANY (%(run_ids)s::text[]))
+    WHERE (x.run_id IS NULL OR NOT x.run_id = ANY (%(run_ids)b::text[]))
       AND EXISTS (SELECT 1 FROM unnest({_x_delta}) AS k WHERE NOT ({_x_stores_k}))
 ), allowed AS (
     SELECT NOT EXISTS (SELECT 1 FROM dependents) AS ok
@@ -494,7 +495,7 @@ WITH doomed AS (
     FROM {schema}.pgsaver_checkpoints AS c
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
     WHERE c.thread_id IN (SELECT thread_id FROM doomed)
-      AND NOT (c.run_id IS NOT NULL AND c.run_id = ANY (%(run_ids)s::text[]))
+      AND NOT (c.run_id IS NOT NULL AND c.run_id = ANY (%(run_ids)b::text[]))
 ), deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs AS b
     USING allowed
@@ -526,7 +527,7 @@ SELECT thread_id FROM t WHERE thread_id IS NOT NULL LIMIT %(limit)s
 -- name: idle_threads
 -- Of the given threads, those whose newest checkpoint is older than now() - idle_for.
 SELECT t.thread_id
-FROM unnest(%(thread_ids)s::text[]) AS t (thread_id)
+FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
 WHERE EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)
   AND NOT EXISTS (
       SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
