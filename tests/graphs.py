@@ -99,6 +99,19 @@ def inner_step(state: Inner) -> dict[str, Any]:
     return {"foo": state["foo"] + "|inner", "inner_log": ["ran"]}
 
 
+def approval_in_subgraph() -> StateGraph[Any]:
+    """The approval graph as a subgraph node: its interrupt lives in the child namespace."""
+    inner: StateGraph[Any] = StateGraph(ApprovalState)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    outer: StateGraph[Any] = StateGraph(ApprovalState)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    return outer
+
+
 def with_subgraph() -> StateGraph[Any]:
     inner: StateGraph[Any] = StateGraph(Inner)
     inner.add_node("inner_step", inner_step)

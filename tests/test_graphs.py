@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from graphs import Flaky, approval, delta_chat, two_nodes, with_subgraph
+from graphs import Flaky, approval, approval_in_subgraph, delta_chat, two_nodes, with_subgraph
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
@@ -238,18 +238,7 @@ async def test_subgraph_checkpoints_in_their_own_namespace(runner: Runner) -> No
 
 
 async def test_subgraph_state_while_interrupted(runner: Runner) -> None:
-    from graphs import ApprovalState, ask
-    from langgraph.graph import END, START, StateGraph
-
-    inner: StateGraph[Any] = StateGraph(ApprovalState)
-    inner.add_node("ask", ask)
-    inner.add_edge(START, "ask")
-    inner.add_edge("ask", END)
-    outer: StateGraph[Any] = StateGraph(ApprovalState)
-    outer.add_node("child", inner.compile())
-    outer.add_edge(START, "child")
-    outer.add_edge("child", END)
-    graph = runner.compile(outer)
+    graph = runner.compile(approval_in_subgraph())
     config = {"configurable": {"thread_id": "sub-hitl"}}
     await runner.invoke(graph, {"request": "r", "answer": ""}, config)
     snap = await runner.state(graph, config, subgraphs=True)
