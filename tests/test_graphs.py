@@ -282,3 +282,21 @@ async def test_delta_channel_state_matches_in_memory_saver(runner: Runner) -> No
     ]
     history = [_shape(s) for s in await runner.history(graph, config)]
     assert history == await _reference(delta_chat, steps)
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+async def test_every_durability_mode(runner: Runner, durability: str) -> None:
+    """put() requires its parent to exist: every durability mode, subgraphs included, still writes."""
+    from graphs import two_delta
+
+    for build, inp in ((two_delta, {"a": ["x"]}), (with_subgraph, {"foo": "x", "inner_log": []})):
+        graph = runner.compile(build())
+        reference = build().compile(checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": f"{durability}-{build.__name__}"}}
+        for _ in range(3):
+            if runner.is_async:
+                await graph.ainvoke(inp, config, durability=durability)
+            else:
+                graph.invoke(inp, config, durability=durability)
+            reference.invoke(inp, config, durability=durability)
+        assert (await runner.state(graph, config)).values == reference.get_state(config).values
