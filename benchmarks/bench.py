@@ -22,7 +22,7 @@ import string
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +41,7 @@ from typing_extensions import TypedDict
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from graphs import _extend  # noqa: E402  (the tests' DeltaChannel reducer)
 from helpers import traced  # noqa: E402
 from pgserver import from_local_binaries  # noqa: E402
 
@@ -156,13 +157,6 @@ def eight_nodes() -> Any:
         prev = f"n{i}"
     g.add_edge(prev, END)
     return g
-
-
-def _extend(state: list[str], writes: Sequence[list[str]]) -> list[str]:
-    out = list(state)
-    for w in writes:
-        out.extend(w)
-    return out
 
 
 class Chat(TypedDict, total=False):
