@@ -17,6 +17,8 @@ from .errors import SaverClosedError
 logger = logging.getLogger(__name__)
 
 DEFAULT_SCHEMA = "public"
+#: from_conn_string's default: prepare a hot-path statement after this many uses on a connection
+DEFAULT_PREPARE_THRESHOLD = 5
 _IDLE = pq.TransactionStatus.IDLE
 
 

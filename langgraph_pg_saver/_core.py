@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -362,6 +362,34 @@ def list_select(
             raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
         params["limit"] = limit
     return Select(tuple(predicates), params)
+
+
+def list_rows_to_tuples(
+    serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
+) -> Iterator[CheckpointTuple]:
+    """The rows of ``list_tuples`` as CheckpointTuples, newest first.
+
+    Value rows (kind 0) come first and are looked up by (thread, namespace, channel, version); each
+    checkpoint decodes its own copy, so no two tuples share a mutable value.
+    """
+    values: dict[tuple[str, str, str, str], tuple[str, bytes | None]] = {}
+    for row in rows:
+        if row[0] == 0:
+            values[(row[1], row[2], row[3], row[4])] = (row[5], row[6])
+            continue
+        thread_id, checkpoint_ns = row[1], row[2]
+        channels, versions = row[10], row[11]
+        b_channels: list[str] = []
+        b_types: list[str] = []
+        b_values: list[bytes | None] = []
+        if channels:
+            for channel, version in zip(channels, versions, strict=True):
+                found = values.get((thread_id, checkpoint_ns, channel, version))
+                if found is not None:
+                    b_channels.append(channel)
+                    b_types.append(found[0])
+                    b_values.append(found[1])
+        yield row_to_tuple(serde, (*row[1:10], b_channels, b_types, b_values, *row[12:16]))
 
 
 def row_to_tuple(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTuple:

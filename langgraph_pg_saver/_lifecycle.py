@@ -30,8 +30,13 @@ PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 @dataclass(frozen=True)
 class Stmt:
+    """One statement. ``prepare=False``: never a server-side prepared statement (lifecycle work is rare
+    and heavy, so planning costs little and a generic plan could cost a lot); ``None``: follow the
+    connection's ``prepare_threshold`` (statements on an agent's hot path)."""
+
     query: bytes
     params: Mapping[str, Any] | None = None
+    prepare: bool | None = False
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ def delta_history(
         return {}
     sel = _core.get_tuple_select(config)
     params = dict(sel.params, channels=[_core.thread_id_param(c) for c in wanted])
-    rows = yield Step((Stmt(q.with_where("delta_history", sel.predicates), params),))
+    rows = yield Step((Stmt(q.with_where("delta_history", sel.predicates), params, prepare=None),))
     return assemble_history(serde, wanted, rows)
 
 

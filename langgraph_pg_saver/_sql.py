@@ -155,6 +155,13 @@ class Queries:
         """``select_tuples`` filtered by the named ``_w_*`` fragments."""
         return self.with_where("select_tuples", predicates)
 
+    def list_tuples(self, predicates: tuple[str, ...]) -> bytes:
+        """``list_tuples`` filtered by the named ``_w_*`` fragments (per namespace when a thread is
+        given without a namespace or id)."""
+        if "thread" in predicates and "ns" not in predicates and "id" not in predicates:
+            return self.with_where("list_tuples_per_ns", predicates)
+        return self.with_where("list_tuples", predicates)
+
     def names(self) -> set[str]:
         """Every named query (fragments excluded)."""
         return set(self._rendered) | set(self._templates)

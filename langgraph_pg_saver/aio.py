@@ -24,7 +24,13 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _core, _lifecycle, _migrate
-from ._base import DEFAULT_SCHEMA, _SaverBase, arestore_autocommit, needs_autocommit_switch
+from ._base import (
+    DEFAULT_PREPARE_THRESHOLD,
+    DEFAULT_SCHEMA,
+    _SaverBase,
+    arestore_autocommit,
+    needs_autocommit_switch,
+)
 from ._lifecycle import Report
 from ._sql import Queries
 from .errors import ParentCheckpointMissingError, PgSaverError, SaverClosedError
@@ -99,7 +105,7 @@ class AsyncPostgresSaver(_SaverBase):
         schema: str = DEFAULT_SCHEMA,
         min_size: int = 1,
         max_size: int = 10,
-        prepare_threshold: int | None = None,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
         pool_kwargs: dict[str, Any] | None = None,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> AsyncPostgresSaver:
@@ -195,13 +201,15 @@ class AsyncPostgresSaver(_SaverBase):
                 _migrate.check(q.schema, applied)
             conn = cur.connection
             async with conn.transaction():
-                await cur.execute(q["migrations_lock"], {"key": _migrate.lock_key(q.schema)})
-                await cur.execute(q["schema_exists"], {"schema": q.schema})
+                await cur.execute(
+                    q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False
+                )
+                await cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
                 row = await cur.fetchone()
                 if not (row and row[0]):
-                    await cur.execute(q["schema_create"])
-                await cur.execute(q["migrations_bootstrap"])
-                await cur.execute(q["migrations_applied"])
+                    await cur.execute(q["schema_create"], prepare=False)
+                await cur.execute(q["migrations_bootstrap"], prepare=False)
+                await cur.execute(q["migrations_applied"], prepare=False)
                 applied = [r[0] for r in await cur.fetchall()]
                 for mig in _migrate.pending(q.schema, applied):
                     logger.info(
@@ -211,7 +219,9 @@ class AsyncPostgresSaver(_SaverBase):
                     async with conn.cursor(binary=False) as ddl:
                         await ddl.execute(q.migration(mig), prepare=False)
                     await cur.execute(
-                        q["migrations_record"], {"version": mig.version, "name": mig.name}
+                        q["migrations_record"],
+                        {"version": mig.version, "name": mig.name},
+                        prepare=False,
                     )
 
     async def verify_schema(self) -> None:
@@ -239,10 +249,10 @@ class AsyncPostgresSaver(_SaverBase):
         """Checkpoints newest first; every criterion runs in SQL."""
         sel = _core.list_select(config, filter, before, limit)
         async with self._cursor() as cur:
-            await cur.execute(self._q.select_tuples(sel.predicates), sel.params)
+            await cur.execute(self._q.list_tuples(sel.predicates), sel.params)
             rows = await cur.fetchall()
-        for row in rows:
-            yield _core.row_to_tuple(self.serde, row)
+        for tup in _core.list_rows_to_tuples(self.serde, rows):
+            yield tup
 
     async def aput(
         self,
@@ -297,16 +307,18 @@ class AsyncPostgresSaver(_SaverBase):
         async with self._cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]
-                await cur.execute(stmt.query, stmt.params)
+                await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return await cur.fetchall() if cur.description else []
             own = cur.connection.info.transaction_status == pq.TransactionStatus.IDLE
             async with cur.connection.transaction():
                 # a transaction-local setting; never leaked into a transaction of the caller's
                 if step.lock_timeout is not None and own:
                     timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
-                    await cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
+                    await cur.execute(
+                        self._q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
+                    )
                 for stmt in step.statements:
-                    await cur.execute(stmt.query, stmt.params)
+                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return await cur.fetchall() if cur.description else []
 
     async def aget_delta_channel_history(
@@ -470,10 +482,10 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | N
     conn = cur.connection
     try:
         if conn.info.transaction_status == _IDLE_STATUS:
-            await cur.execute(q["migrations_applied"])
+            await cur.execute(q["migrations_applied"], prepare=False)
             return [r[0] for r in await cur.fetchall()]
         async with conn.transaction():
-            await cur.execute(q["migrations_applied"])
+            await cur.execute(q["migrations_applied"], prepare=False)
             return [r[0] for r in await cur.fetchall()]
     except _MISSING_SCHEMA:
         return None

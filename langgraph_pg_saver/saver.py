@@ -24,7 +24,13 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
 
 from . import _core, _lifecycle, _migrate
-from ._base import DEFAULT_SCHEMA, _SaverBase, autocommit_if_idle, restore_autocommit
+from ._base import (
+    DEFAULT_PREPARE_THRESHOLD,
+    DEFAULT_SCHEMA,
+    _SaverBase,
+    autocommit_if_idle,
+    restore_autocommit,
+)
 from ._lifecycle import Report
 from ._sql import Queries
 from .errors import ParentCheckpointMissingError, SaverClosedError
@@ -83,16 +89,19 @@ class PostgresSaver(_SaverBase):
         schema: str = DEFAULT_SCHEMA,
         min_size: int = 1,
         max_size: int = 10,
-        prepare_threshold: int | None = None,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
         pool_kwargs: dict[str, Any] | None = None,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
         Use it as a context manager (``with PostgresSaver.from_conn_string(dsn) as saver:``) or call
-        :meth:`open` and :meth:`close` yourself. ``prepare_threshold=None`` (the default) never
-        prepares statements, which works behind transaction-mode poolers such as PgBouncer; set an
-        int to prepare on direct connections. ``pipeline`` is accepted for compatibility and unused.
+        :meth:`open` and :meth:`close` yourself. Hot-path statements (put, put_writes,
+        get_tuple, list, DeltaChannel history) become server-side prepared statements after
+        ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which saves their
+        planning time; lifecycle and schema statements are never prepared. Behind a
+        transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
+        with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is accepted for compatibility and unused.
         """
         kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
         kwargs.update(connect_kwargs or {})
@@ -180,12 +189,18 @@ class PostgresSaver(_SaverBase):
                 _migrate.check(q.schema, applied)
             conn = cur.connection
             with conn.transaction():
-                cur.execute(q["migrations_lock"], {"key": _migrate.lock_key(q.schema)})
-                row = cur.execute(q["schema_exists"], {"schema": q.schema}).fetchone()
+                cur.execute(
+                    q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False
+                )
+                row = cur.execute(
+                    q["schema_exists"], {"schema": q.schema}, prepare=False
+                ).fetchone()
                 if not (row and row[0]):
-                    cur.execute(q["schema_create"])
-                cur.execute(q["migrations_bootstrap"])
-                applied = [r[0] for r in cur.execute(q["migrations_applied"]).fetchall()]
+                    cur.execute(q["schema_create"], prepare=False)
+                cur.execute(q["migrations_bootstrap"], prepare=False)
+                applied = [
+                    r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()
+                ]
                 for mig in _migrate.pending(q.schema, applied):
                     logger.info(
                         "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
@@ -193,7 +208,11 @@ class PostgresSaver(_SaverBase):
                     # several statements: the simple query protocol of a text cursor
                     with conn.cursor(binary=False) as ddl:
                         ddl.execute(q.migration(mig), prepare=False)
-                    cur.execute(q["migrations_record"], {"version": mig.version, "name": mig.name})
+                    cur.execute(
+                        q["migrations_record"],
+                        {"version": mig.version, "name": mig.name},
+                        prepare=False,
+                    )
 
     def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
@@ -219,11 +238,10 @@ class PostgresSaver(_SaverBase):
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
         with self._cursor() as cur:
-            rows = cur.execute(self._q.select_tuples(sel.predicates), sel.params).fetchall()
+            rows = cur.execute(self._q.list_tuples(sel.predicates), sel.params).fetchall()
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
-        for row in rows:
-            yield _core.row_to_tuple(self.serde, row)
+        yield from _core.list_rows_to_tuples(self.serde, rows)
 
     def put(
         self,
@@ -277,16 +295,18 @@ class PostgresSaver(_SaverBase):
         with self._cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]
-                cur.execute(stmt.query, stmt.params)
+                cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return cur.fetchall() if cur.description else []
             own = cur.connection.info.transaction_status == _IDLE_STATUS
             with cur.connection.transaction():
                 # a transaction-local setting; never leaked into a transaction of the caller's
                 if step.lock_timeout is not None and own:
                     timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
-                    cur.execute(self._q["set_lock_timeout"], {"lock_timeout": timeout})
+                    cur.execute(
+                        self._q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
+                    )
                 for stmt in step.statements:
-                    cur.execute(stmt.query, stmt.params)
+                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return cur.fetchall() if cur.description else []
 
     def get_delta_channel_history(
@@ -376,9 +396,9 @@ def _read_applied(cur: Cursor[TupleRow], q: Queries) -> list[int] | None:
     conn = cur.connection
     try:
         if conn.info.transaction_status == _IDLE_STATUS:
-            return [r[0] for r in cur.execute(q["migrations_applied"]).fetchall()]
+            return [r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()]
         # inside the caller's transaction: a savepoint keeps a missing table from aborting it
         with conn.transaction():
-            return [r[0] for r in cur.execute(q["migrations_applied"]).fetchall()]
+            return [r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()]
     except _MISSING_SCHEMA:
         return None

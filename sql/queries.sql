@@ -122,6 +122,90 @@ LEFT JOIN LATERAL (
 ) AS w ON true
 ORDER BY c.checkpoint_id DESC
 
+-- name: list_tuples
+-- list(): like select_tuples, but a value shared by several of the listed checkpoints (most values: a
+-- step changes a few channels) is looked up and sent once. Rows of kind 0 are values (thread, namespace,
+-- channel, version, type, blob); rows of kind 1 are checkpoints, newest first, with the channel ->
+-- version pairs (as Postgres prints the versions, so they match kind 0 exactly) and their writes.
+WITH k AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {where}
+    ORDER BY c.checkpoint_id DESC
+    LIMIT %(limit)s
+), {_list_body}
+
+-- name: list_tuples_per_ns
+-- list_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
+-- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
+-- is not read and sorted whole to return its newest few.
+WITH RECURSIVE ns AS (
+    (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
+     WHERE c.thread_id = %(thread_id)s ORDER BY c.checkpoint_ns LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns > ns.checkpoint_ns
+            ORDER BY c.checkpoint_ns LIMIT 1)
+    FROM ns WHERE ns.checkpoint_ns IS NOT NULL
+), k AS MATERIALIZED (
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id
+    FROM ns
+    CROSS JOIN LATERAL (
+        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.checkpoint_ns = ns.checkpoint_ns AND {where}
+        ORDER BY c.checkpoint_id DESC
+        LIMIT %(limit)s
+    ) AS x
+    ORDER BY x.checkpoint_id DESC
+    LIMIT %(limit)s
+), {_list_body}
+
+-- name: _list_body
+-- The rest of list_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the listed
+-- checkpoints.
+cv AS (
+    SELECT DISTINCT k.thread_id, k.checkpoint_ns, e.key COLLATE "C" AS channel,
+           e.value COLLATE "C" AS version
+    FROM k
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
+     AND c.checkpoint_id = k.checkpoint_id
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
+)
+SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version, s.type, s.blob,
+       NULL::jsonb, NULL::jsonb, NULL::bytea, NULL::text[], NULL::text[],
+       NULL::text[], NULL::text[], NULL::text[], NULL::bytea[]
+FROM cv AS v
+CROSS JOIN LATERAL (
+    SELECT bl.type, bl.blob
+    FROM {schema}.pgsaver_blobs AS bl
+    WHERE bl.thread_id = v.thread_id AND bl.checkpoint_ns = v.checkpoint_ns
+      AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
+    OFFSET 0  -- one primary-key lookup per distinct value
+) AS s
+UNION ALL
+SELECT 1, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
+       c.channel_versions, c.metadata, c.metadata_exact, b.channels, b.versions,
+       w.task_ids, w.channels, w.types, w.blobs
+FROM k
+JOIN {schema}.pgsaver_checkpoints AS c
+  ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
+LEFT JOIN LATERAL (
+    SELECT array_agg(e.key) AS channels, array_agg(e.value) AS versions
+    FROM jsonb_each_text(c.channel_versions) AS e
+) AS b ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(wr.task_id ORDER BY wr.task_path, wr.task_id, wr.idx) AS task_ids,
+           array_agg(wr.channel ORDER BY wr.task_path, wr.task_id, wr.idx) AS channels,
+           array_agg(wr.type ORDER BY wr.task_path, wr.task_id, wr.idx) AS types,
+           array_agg(wr.blob ORDER BY wr.task_path, wr.task_id, wr.idx) AS blobs
+    FROM {schema}.pgsaver_writes AS wr
+    WHERE wr.thread_id = c.thread_id AND wr.checkpoint_ns = c.checkpoint_ns
+      AND wr.checkpoint_id = c.checkpoint_id
+) AS w ON true
+ORDER BY kind, checkpoint_id DESC
+
 -- name: _w_thread
 c.thread_id = %(thread_id)s
 

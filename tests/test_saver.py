@@ -406,6 +406,9 @@ def test_float_and_int_versions_find_their_values(saver: PostgresSaver) -> None:
     tup = saver.get_tuple(stored)
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {k: f"value-{k}" for k in versions}
+    (listed,) = saver.list(config("t"))
+    assert listed.checkpoint["channel_values"] == {k: f"value-{k}" for k in versions}
+    assert listed.checkpoint["channel_versions"] == versions
 
 
 def test_a_clone_shares_the_open_state(db_dsn: str) -> None:
