@@ -31,6 +31,7 @@ import psycopg
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as OfficialAsyncSaver
 from langgraph.graph import END, START, StateGraph
@@ -58,9 +59,7 @@ def blob(n: int) -> str:
 # ---------------------------------------------------------------------------- saver factories
 
 
-OURS_PREPARE: int | None = (
-    None  # --ours-prepare: our from_conn_string default is None (pooler-safe)
-)
+OURS_PREPARE: int | None = 5  # --ours-prepare: from_conn_string's default; "none" = pooler mode
 
 
 def sync_saver(impl: str, dsn: str, stack: ExitStack) -> BaseCheckpointSaver[Any]:
@@ -195,6 +194,79 @@ class Bench:
         self.units: dict[str, str] = {}
         self.higher_is_better: dict[str, bool] = {}
         self.fixtures: dict[str, dict[str, Any]] = {i: {} for i in IMPLS}
+        # what no Postgres saver can beat: InMemorySaver for the graph workloads, one round trip or
+        # one durable commit for the single operations (same units as the workload)
+        self.floors: dict[str, list[float]] = {}
+        self.memory = InMemorySaver()
+
+    def floor(self, workload: str, value: float) -> None:
+        self.floors.setdefault(workload, []).append(value)
+
+    def build_memory_fixtures(self) -> None:
+        graph = delta_loop().compile(checkpointer=self.memory)
+        for steps in (300, 2000 if self.quick else 20_000):
+            graph.invoke(
+                {"messages": ["hi"], "goal": steps, "turns": 0},
+                {
+                    "configurable": {"thread_id": f"memory-delta-{steps}"},
+                    "recursion_limit": steps + 10,
+                },
+            )
+
+    def run_floors(self, r: int) -> None:
+        """Per round: the physical floors next to which the savers' latencies are read."""
+        with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
+            timings = []
+            for _ in range(150):
+                t0 = time.perf_counter()
+                conn.execute("SELECT 1").fetchone()
+                timings.append(time.perf_counter() - t0)
+            trip = median_ms(timings)
+            timings = []
+            for i in range(150):
+                t0 = time.perf_counter()
+                conn.execute("INSERT INTO bench_floor VALUES (%s, %s)", (r * 1000 + i, b"x" * 100))
+                timings.append(time.perf_counter() - t0)
+            commit = median_ms(timings)
+        for w in ("put", "put_writes"):
+            self.floor(w, commit)
+        for w in (
+            "get_tuple latest",
+            "get_tuple by id",
+            "list(thread, limit=20)",
+            "list(None, filter)",
+        ):
+            self.floor(w, trip)
+        saver = self.memory
+        graph = eight_nodes().compile(checkpointer=saver)
+        t0 = time.perf_counter()
+        for i in range(8):
+            graph.invoke({"log": []}, {"configurable": {"thread_id": f"memory-graph-{r}-{i}"}})
+        self.floor("graph superstep (sync)", (time.perf_counter() - t0) / (8 * 9) * 1000)
+        dgraph = delta_loop().compile(checkpointer=saver)
+        for steps_ in (300, 2000 if self.quick else 20_000):
+            timings = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                dgraph.get_state({"configurable": {"thread_id": f"memory-delta-{steps_}"}})
+                timings.append(time.perf_counter() - t0)
+            self.floor(f"DeltaChannel get_state @{steps_}", median_ms(timings))
+
+        async def concurrent() -> None:
+            agraph = eight_nodes().compile(checkpointer=InMemorySaver())
+
+            async def one(i: int) -> None:
+                for _ in range(3):
+                    await agraph.ainvoke(
+                        {"log": []}, {"configurable": {"thread_id": f"memory-conc-{r}-{i}"}}
+                    )
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(50)))
+            self.floor("50 threads async, pool of 10", 50 * 3 * 9 / (time.perf_counter() - t0))
+
+        asyncio.run(concurrent())
 
     def record(
         self, workload: str, impl: str, value: float, unit: str = "ms", higher: bool = False
@@ -388,6 +460,18 @@ class Bench:
         return out
 
 
+def _floor_fields(bench: Bench, workload: str, official: float, higher: bool) -> dict[str, Any]:
+    """The floor's median and the best speedup any saver could reach over the official one."""
+    xs = bench.floors.get(workload)
+    if not xs:
+        return {}
+    floor = statistics.median(xs)
+    return {
+        "floor": floor,
+        "best_possible_speedup": floor / official if higher else official / floor,
+    }
+
+
 def summarize(bench: Bench) -> list[dict[str, Any]]:
     rows = []
     for workload, by_impl in bench.samples.items():
@@ -406,6 +490,7 @@ def summarize(bench: Bench) -> list[dict[str, Any]]:
                 "official_max": max(by_impl["official"]),
                 "speedup": ratio,
                 "rounds": len(by_impl["ours"]),
+                **_floor_fields(bench, workload, med["official"], higher),
             }
         )
     return rows
@@ -422,9 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     parser.add_argument(
         "--ours-prepare",
-        type=int,
-        default=None,
-        help="prepare_threshold for our savers (default: None, our pooler-safe default)",
+        type=lambda v: None if v.lower() == "none" else int(v),
+        default=5,
+        help="prepare_threshold for our savers (default 5, from_conn_string's; 'none': pooler mode)",
     )
     args = parser.parse_args(argv)
     global OURS_PREPARE
@@ -459,11 +544,13 @@ def main(argv: list[str] | None = None) -> int:
             for impl in IMPLS:
                 print(f"building fixtures for {impl}...", flush=True)
                 bench.build_fixtures(impl, savers[impl])
+            bench.build_memory_fixtures()
             for r in range(args.rounds):
                 order = IMPLS if r % 2 == 0 else IMPLS[::-1]
                 for impl in order:
                     bench.run_sync(impl, savers[impl], r)
                     asyncio.run(bench.run_async(impl, r))
+                bench.run_floors(r)
                 print(f"round {r + 1}/{args.rounds} done", flush=True)
         rows = summarize(bench)
         trips = bench.round_trips()
@@ -472,14 +559,23 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
 
-    print(f"\n{'workload':<34} {'ours':>22} {'official':>22} {'speedup':>8}")
+    print(
+        f"\n{'workload':<34} {'ours':>22} {'official':>22} {'speedup':>8} {'floor':>9} {'best':>7}"
+    )
     for row in rows:
         u = row["unit"]
         ours = f"{row['ours_median']:.3f} ({row['ours_min']:.2f}-{row['ours_max']:.2f})"
         off = f"{row['official_median']:.3f} ({row['official_min']:.2f}-{row['official_max']:.2f})"
-        print(
-            f"{row['workload'] + ' [' + u + ']':<34} {ours:>22} {off:>22} {row['speedup']:>7.2f}x"
+        floor = (
+            f"{row['floor']:9.3f} {row['best_possible_speedup']:6.2f}x" if "floor" in row else ""
         )
+        print(
+            f"{row['workload'] + ' [' + u + ']':<34} {ours:>22} {off:>22} {row['speedup']:>7.2f}x {floor}"
+        )
+    print(
+        "floor: one round trip (reads), one durable 1-row commit (writes), InMemorySaver (graphs);"
+        " best: official / floor"
+    )
     print("\nround trips per operation (ours / official):")
     for op, by in trips.items():
         print(f"  {op:<16} {by['ours']} / {by['official']}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import traceback
 from typing import Any
@@ -138,6 +139,59 @@ def test_invalid_schema_names_are_rejected_before_any_io(bad: str) -> None:
     with pytest.raises(InvalidSchemaNameError) as info:
         PostgresSaver.from_conn_string("host=invalid.invalid", schema=bad)
     assert repr(bad) in str(info.value)
+
+
+def _lz4_available(conn: psycopg.Connection[Any]) -> bool:
+    try:
+        with conn.transaction():
+            conn.execute("CREATE TEMP TABLE lz4_probe (b bytea COMPRESSION lz4)")
+            conn.execute("DROP TABLE lz4_probe")
+        return True
+    except (psycopg.errors.FeatureNotSupported, psycopg.errors.SyntaxError):
+        return False
+
+
+def test_values_stay_in_the_row_and_use_lz4_where_available(empty_db_dsn: str) -> None:
+    saver_dsn_schema = "valuesrow"
+    with PostgresSaver.from_conn_string(empty_db_dsn, schema=saver_dsn_schema) as saver:
+        saver.setup()
+        random_2kb = os.urandom(1500).hex()[:2000]  # incompressible, over the ~2 KB threshold
+        version = "00000000000000000000000000000001.0.7081237123811234"
+        cp = checkpoint({"big": random_2kb}, {"big": version})
+        cfg = saver.put(config("thread-" + "t" * 40), cp, {}, {"big": version})
+        saver.put_writes(cfg, [("big", random_2kb)], "task-" + "x" * 36, "path-" + "y" * 30)
+        tup = saver.get_tuple(cfg)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["big"] == random_2kb
+        assert tup.pending_writes == [("task-" + "x" * 36, "big", random_2kb)]
+    with psycopg.connect(empty_db_dsn) as conn:
+        rows = conn.execute(
+            """
+            SELECT c.relname, a.attname, a.attstorage, a.attcompression,
+                   (SELECT t.reltuples FROM pg_class t WHERE t.oid = c.reltoastrelid)
+            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = %s AND a.attname IN ('blob', 'checkpoint')
+            ORDER BY 1
+            """,
+            (saver_dsn_schema,),
+        ).fetchall()
+        assert [(r[0], r[1], r[2]) for r in rows] == [
+            ("pgsaver_blobs", "blob", "m"),
+            ("pgsaver_checkpoints", "checkpoint", "m"),
+            ("pgsaver_writes", "blob", "m"),
+        ]
+        expected = "l" if _lz4_available(conn) else ""
+        assert [r[3] for r in rows] == [expected] * 3
+        toasted = conn.execute(
+            """
+            SELECT array_agg(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            JOIN pg_class t ON t.oid = c.reltoastrelid
+            WHERE n.nspname = %s AND pg_relation_size(t.oid) > 0
+            """,
+            (saver_dsn_schema,),
+        ).fetchone()
+        assert toasted == (None,)
 
 
 def test_upgrade_keeps_existing_data(empty_db_dsn: str) -> None:
