@@ -24,8 +24,8 @@ test-fast: install
 	$(PY) -m pytest -m "not slow"
 
 lint: install
-	$(PY) -m ruff check langgraph_pg_saver tests
-	$(PY) -m ruff format --check langgraph_pg_saver tests
+	$(PY) -m ruff check langgraph_pg_saver tests benchmarks
+	$(PY) -m ruff format --check langgraph_pg_saver tests benchmarks
 
 format: install
 	$(PY) -m ruff format langgraph_pg_saver tests
