@@ -65,7 +65,7 @@ def version_key(version: object) -> str:
     """A channel version as the text the blobs table keys it by.
 
     It must equal what Postgres prints for the version inside the checkpoint's ``channel_versions``
-    jsonb (the join in ``select_tuples``): strings and ints print as Python does, but a float prints
+    jsonb (the join in ``read_tuples``): strings and ints print as Python does, but a float prints
     as a plain decimal (``1e-07`` → ``0.0000001``).
     """
     if isinstance(version, float) and not isinstance(version, bool):
@@ -364,71 +364,50 @@ def list_select(
     return Select(tuple(predicates), params)
 
 
-def list_rows_to_tuples(
+def read_rows_to_tuples(
     serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
 ) -> Iterator[CheckpointTuple]:
-    """The rows of ``list_tuples`` as CheckpointTuples, newest first.
+    """The rows of ``read_tuples`` (values, then writes, then checkpoints) as CheckpointTuples.
 
-    Value rows (kind 0) come first and are looked up by (thread, namespace, channel, version); each
-    checkpoint decodes its own copy, so no two tuples share a mutable value.
+    Each checkpoint decodes its own copy of a shared value, so no two tuples share a mutable object.
     """
     values: dict[tuple[str, str, str, str], tuple[str, bytes | None]] = {}
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]] = {}
     for row in rows:
-        if row[0] == 0:
+        kind = row[0]
+        if kind == 0:
             values[(row[1], row[2], row[3], row[4])] = (row[5], row[6])
-            continue
-        thread_id, checkpoint_ns = row[1], row[2]
-        channels, versions = row[10], row[11]
-        b_channels: list[str] = []
-        b_types: list[str] = []
-        b_values: list[bytes | None] = []
-        if channels:
-            for channel, version in zip(channels, versions, strict=True):
-                found = values.get((thread_id, checkpoint_ns, channel, version))
-                if found is not None:
-                    b_channels.append(channel)
-                    b_types.append(found[0])
-                    b_values.append(found[1])
-        yield row_to_tuple(serde, (*row[1:10], b_channels, b_types, b_values, *row[12:16]))
+        elif kind == 1:
+            writes.setdefault((row[1], row[2], row[3]), []).append((row[4], row[7], row[5], row[6]))
+        else:
+            yield _checkpoint_tuple(serde, row, values, writes)
 
 
-def row_to_tuple(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTuple:
-    """One row of ``select_tuples`` as a CheckpointTuple (pending writes already in sort order)."""
-    (
-        thread_id,
-        checkpoint_ns,
-        checkpoint_id,
-        parent_id,
-        body_type,
-        body_bytes,
-        channel_versions,
-        metadata,
-        metadata_exact,
-        blob_channels,
-        blob_types,
-        blob_values,
-        write_tasks,
-        write_channels,
-        write_types,
-        write_values,
-    ) = row
-    checkpoint: dict[str, Any] = serde.loads_typed((body_type, body_bytes))
-    checkpoint["channel_versions"] = channel_versions
-    values: dict[str, Any] = {}
-    if blob_channels:
-        for channel, type_, data in zip(blob_channels, blob_types, blob_values, strict=False):
-            values[channel] = serde.loads_typed((type_, data if data is not None else b""))
-    checkpoint["channel_values"] = values
-    if metadata_exact is not None:
-        metadata = unpack_typed(serde, metadata_exact)
-    pending: list[PendingWrite] = []
-    if write_tasks:
-        for task, channel, type_, data in zip(
-            write_tasks, write_channels, write_types, write_values, strict=False
-        ):
-            pending.append(
-                (task, channel, serde.loads_typed((type_, data if data is not None else b"")))
-            )
+def _load(serde: SerializerProtocol, type_: str, data: bytes | None) -> Any:
+    return serde.loads_typed((type_, data if data is not None else b""))
+
+
+def _checkpoint_tuple(
+    serde: SerializerProtocol,
+    row: Sequence[Any],
+    values: dict[tuple[str, str, str, str], tuple[str, bytes | None]],
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]],
+) -> CheckpointTuple:
+    thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
+    checkpoint: dict[str, Any] = serde.loads_typed((row[5], row[6]))
+    checkpoint["channel_versions"] = row[10]
+    channel_values: dict[str, Any] = {}
+    if row[13]:
+        for channel, version in zip(row[13], row[14], strict=True):
+            found = values.get((thread_id, checkpoint_ns, channel, version))
+            if found is not None:
+                channel_values[channel] = _load(serde, *found)
+    checkpoint["channel_values"] = channel_values
+    metadata = row[11] if row[12] is None else unpack_typed(serde, row[12])
+    pending: list[PendingWrite] = [
+        (task, channel, _load(serde, type_, data))
+        for task, channel, type_, data in writes.get((thread_id, checkpoint_ns, checkpoint_id), ())
+    ]
     config: RunnableConfig = {
         "configurable": {
             "thread_id": thread_id,

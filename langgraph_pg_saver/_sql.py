@@ -151,16 +151,12 @@ class Queries:
             self._where_cache[key] = cached
         return cached
 
-    def select_tuples(self, predicates: tuple[str, ...]) -> bytes:
-        """``select_tuples`` filtered by the named ``_w_*`` fragments."""
-        return self.with_where("select_tuples", predicates)
-
-    def list_tuples(self, predicates: tuple[str, ...]) -> bytes:
-        """``list_tuples`` filtered by the named ``_w_*`` fragments (per namespace when a thread is
+    def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
+        """``read_tuples`` filtered by the named ``_w_*`` fragments (per namespace when a thread is
         given without a namespace or id)."""
         if "thread" in predicates and "ns" not in predicates and "id" not in predicates:
-            return self.with_where("list_tuples_per_ns", predicates)
-        return self.with_where("list_tuples", predicates)
+            return self.with_where("read_tuples_per_ns", predicates)
+        return self.with_where("read_tuples", predicates)
 
     def names(self) -> set[str]:
         """Every named query (fragments excluded)."""

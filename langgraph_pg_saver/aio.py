@@ -234,9 +234,9 @@ class AsyncPostgresSaver(_SaverBase):
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
         async with self._cursor() as cur:
-            await cur.execute(self._q.select_tuples(sel.predicates), sel.params)
-            row = await cur.fetchone()
-        return None if row is None else _core.row_to_tuple(self.serde, row)
+            await cur.execute(self._q.read_tuples(sel.predicates), sel.params)
+            rows = await cur.fetchall()
+        return next(_core.read_rows_to_tuples(self.serde, rows), None)
 
     async def alist(
         self,
@@ -249,9 +249,9 @@ class AsyncPostgresSaver(_SaverBase):
         """Checkpoints newest first; every criterion runs in SQL."""
         sel = _core.list_select(config, filter, before, limit)
         async with self._cursor() as cur:
-            await cur.execute(self._q.list_tuples(sel.predicates), sel.params)
+            await cur.execute(self._q.read_tuples(sel.predicates), sel.params)
             rows = await cur.fetchall()
-        for tup in _core.list_rows_to_tuples(self.serde, rows):
+        for tup in _core.read_rows_to_tuples(self.serde, rows):
             yield tup
 
     async def aput(

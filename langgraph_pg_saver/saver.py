@@ -224,8 +224,8 @@ class PostgresSaver(_SaverBase):
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
         with self._cursor() as cur:
-            row = cur.execute(self._q.select_tuples(sel.predicates), sel.params).fetchone()
-        return None if row is None else _core.row_to_tuple(self.serde, row)
+            rows = cur.execute(self._q.read_tuples(sel.predicates), sel.params).fetchall()
+        return next(_core.read_rows_to_tuples(self.serde, rows), None)
 
     def list(
         self,
@@ -238,10 +238,10 @@ class PostgresSaver(_SaverBase):
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
         with self._cursor() as cur:
-            rows = cur.execute(self._q.list_tuples(sel.predicates), sel.params).fetchall()
+            rows = cur.execute(self._q.read_tuples(sel.predicates), sel.params).fetchall()
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
-        yield from _core.list_rows_to_tuples(self.serde, rows)
+        yield from _core.read_rows_to_tuples(self.serde, rows)
 
     def put(
         self,

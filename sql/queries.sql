@@ -83,60 +83,27 @@ FROM (
     ORDER BY 1
 ) AS k
 
--- name: select_tuples
--- Checkpoints with their channel values and pending writes, newest first: get_tuple and list.
--- The keys are chosen first (narrow rows to sort), and every blob is fetched by its whole primary key:
--- the plan stays the same whatever the table statistics say.
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
-       c.channel_versions, c.metadata, c.metadata_exact,
-       b.channels, b.types, b.blobs,
-       w.task_ids, w.channels, w.types, w.blobs
-FROM (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
-    FROM {schema}.pgsaver_checkpoints AS c
-    WHERE {where}
-    ORDER BY c.checkpoint_id DESC
-    LIMIT %(limit)s
-) AS k
-JOIN {schema}.pgsaver_checkpoints AS c
-  ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
-LEFT JOIN LATERAL (
-    SELECT array_agg(cv.key) AS channels, array_agg(s.type) AS types, array_agg(s.blob) AS blobs
-    FROM jsonb_each_text(c.channel_versions) AS cv
-    CROSS JOIN LATERAL (
-        SELECT bl.type, bl.blob
-        FROM {schema}.pgsaver_blobs AS bl
-        WHERE bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
-          AND bl.channel = cv.key AND bl.version = cv.value AND bl.type <> 'empty'
-        OFFSET 0  -- one primary-key lookup per channel, never a hash of the thread's blobs
-    ) AS s
-) AS b ON true
-LEFT JOIN LATERAL (
-    SELECT array_agg(wr.task_id ORDER BY wr.task_path, wr.task_id, wr.idx) AS task_ids,
-           array_agg(wr.channel ORDER BY wr.task_path, wr.task_id, wr.idx) AS channels,
-           array_agg(wr.type ORDER BY wr.task_path, wr.task_id, wr.idx) AS types,
-           array_agg(wr.blob ORDER BY wr.task_path, wr.task_id, wr.idx) AS blobs
-    FROM {schema}.pgsaver_writes AS wr
-    WHERE wr.thread_id = c.thread_id AND wr.checkpoint_ns = c.checkpoint_ns
-      AND wr.checkpoint_id = c.checkpoint_id
-) AS w ON true
-ORDER BY c.checkpoint_id DESC
-
--- name: list_tuples
--- list(): like select_tuples, but a value shared by several of the listed checkpoints (most values: a
--- step changes a few channels) is looked up and sent once. Rows of kind 0 are values (thread, namespace,
--- channel, version, type, blob); rows of kind 1 are checkpoints, newest first, with the channel ->
--- version pairs (as Postgres prints the versions, so they match kind 0 exactly) and their writes.
+-- name: read_tuples
+-- get_tuple and list: the checkpoints chosen by {where}, newest first, as rows of three kinds, so that
+-- psycopg parses plain columns (C loaders) rather than arrays of bytea (several times slower):
+--   kind 0: a channel value (thread, namespace, channel, version, type, blob), once however many of the
+--           chosen checkpoints share it (a step changes a few channels);
+--   kind 1: a pending write (thread, namespace, checkpoint, task, type, blob, channel), in writes_sort_key
+--           order within its checkpoint;
+--   kind 2: a checkpoint, with its channel -> version pairs as Postgres prints the versions (so they
+--           match the kind 0 rows exactly).
+-- The keys are chosen first (narrow rows to sort) and every blob is fetched by its whole primary key,
+-- so the plan stays the same whatever the table statistics say.
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
     ORDER BY c.checkpoint_id DESC
     LIMIT %(limit)s
-), {_list_body}
+), {_read_body}
 
--- name: list_tuples_per_ns
--- list_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
+-- name: read_tuples_per_ns
+-- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
 -- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
 -- is not read and sorted whole to return its newest few.
 WITH RECURSIVE ns AS (
@@ -159,11 +126,13 @@ WITH RECURSIVE ns AS (
     ) AS x
     ORDER BY x.checkpoint_id DESC
     LIMIT %(limit)s
-), {_list_body}
+), {_read_body}
 
--- name: _list_body
--- The rest of list_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the listed
--- checkpoints.
+-- name: _read_body
+-- The rest of read_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
+-- checkpoints. Columns: kind, thread, namespace, checkpoint id | channel, parent id | task id | version,
+-- type, body | blob, write channel, task path, idx, channel_versions, metadata, metadata_exact,
+-- channels, versions.
 cv AS (
     SELECT DISTINCT k.thread_id, k.checkpoint_ns, e.key COLLATE "C" AS channel,
            e.value COLLATE "C" AS version
@@ -173,21 +142,29 @@ cv AS (
      AND c.checkpoint_id = k.checkpoint_id
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
 )
-SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version, s.type, s.blob,
-       NULL::jsonb, NULL::jsonb, NULL::bytea, NULL::text[], NULL::text[],
-       NULL::text[], NULL::text[], NULL::text[], NULL::bytea[]
+SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version AS ref,
+       s.type, s.blob, NULL::text AS write_channel, NULL::text AS task_path, NULL::integer AS idx,
+       NULL::jsonb, NULL::jsonb, NULL::bytea, NULL::text[], NULL::text[]
 FROM cv AS v
 CROSS JOIN LATERAL (
     SELECT bl.type, bl.blob
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = v.thread_id AND bl.checkpoint_ns = v.checkpoint_ns
       AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
-    OFFSET 0  -- one primary-key lookup per distinct value
+    OFFSET 0  -- one primary-key lookup per distinct value, never a hash of the thread's blobs
 ) AS s
 UNION ALL
-SELECT 1, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
-       c.channel_versions, c.metadata, c.metadata_exact, b.channels, b.versions,
-       w.task_ids, w.channels, w.types, w.blobs
+SELECT 1, wr.thread_id, wr.checkpoint_ns, wr.checkpoint_id, wr.task_id,
+       wr.type, wr.blob, wr.channel, wr.task_path, wr.idx,
+       NULL, NULL, NULL, NULL, NULL
+FROM k
+JOIN {schema}.pgsaver_writes AS wr
+  ON wr.thread_id = k.thread_id AND wr.checkpoint_ns = k.checkpoint_ns
+ AND wr.checkpoint_id = k.checkpoint_id
+UNION ALL
+SELECT 2, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       c.type, c.checkpoint, NULL, NULL, NULL,
+       c.channel_versions, c.metadata, c.metadata_exact, b.channels, b.versions
 FROM k
 JOIN {schema}.pgsaver_checkpoints AS c
   ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
@@ -195,16 +172,7 @@ LEFT JOIN LATERAL (
     SELECT array_agg(e.key) AS channels, array_agg(e.value) AS versions
     FROM jsonb_each_text(c.channel_versions) AS e
 ) AS b ON true
-LEFT JOIN LATERAL (
-    SELECT array_agg(wr.task_id ORDER BY wr.task_path, wr.task_id, wr.idx) AS task_ids,
-           array_agg(wr.channel ORDER BY wr.task_path, wr.task_id, wr.idx) AS channels,
-           array_agg(wr.type ORDER BY wr.task_path, wr.task_id, wr.idx) AS types,
-           array_agg(wr.blob ORDER BY wr.task_path, wr.task_id, wr.idx) AS blobs
-    FROM {schema}.pgsaver_writes AS wr
-    WHERE wr.thread_id = c.thread_id AND wr.checkpoint_ns = c.checkpoint_ns
-      AND wr.checkpoint_id = c.checkpoint_id
-) AS w ON true
-ORDER BY kind, checkpoint_id DESC
+ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
 
 -- name: _w_thread
 c.thread_id = %(thread_id)s

@@ -57,16 +57,20 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
     last = hist.nodes[-1].checkpoint_id
     cases: dict[str, tuple[bytes, dict[str, Any]]] = {
         "get_tuple latest": (
-            q.select_tuples(("thread", "ns")),
+            q.read_tuples(("thread", "ns")),
             {"thread_id": tid, "checkpoint_ns": "", "limit": 1},
         ),
         "get_tuple by id": (
-            q.select_tuples(("thread", "ns", "id")),
+            q.read_tuples(("thread", "ns", "id")),
             {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last, "limit": 1},
         ),
         "list thread limit 20": (
-            q.select_tuples(("thread", "ns", "before")),
+            q.read_tuples(("thread", "ns", "before")),
             {"thread_id": tid, "checkpoint_ns": "", "before": last, "limit": 20},
+        ),
+        "list thread without namespace": (
+            q.read_tuples(("thread", "before")),
+            {"thread_id": tid, "before": last, "limit": 20},
         ),
         "delta history": (
             q.with_where("delta_history", ("thread", "ns", "id")),

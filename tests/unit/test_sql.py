@@ -30,7 +30,8 @@ def _used_names() -> set[str]:
 def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     raw = _sql.raw_queries()
     named = {n for n in raw if not n.startswith("_")}
-    used = _used_names() | {"select_tuples"}  # select_tuples goes through Queries.select_tuples
+    # read_tuples and read_tuples_per_ns go through Queries.read_tuples
+    used = _used_names() | {"read_tuples", "read_tuples_per_ns"}
     assert used - named == set(), f"used but not defined: {used - named}"
     assert named - used == set(), f"defined but unused: {named - used}"
     fragments = {n for n in raw if n.startswith("_w_")}
@@ -43,10 +44,14 @@ def test_rendered_queries_have_no_placeholders_left() -> None:
         if not name.startswith("_") and name in q._rendered:
             text = q[name].decode()
             assert "{" not in text.replace("'{}'", ""), name
-    sel = q.select_tuples(("thread", "ns", "before", "filter")).decode()
+    sel = q.read_tuples(("thread", "ns", "before", "filter")).decode()
     assert '"tenant_1".pgsaver_checkpoints' in sel
     assert "{where}" not in sel
-    assert q.select_tuples(()).decode().count("WHERE true") == 1
+    assert "WITH RECURSIVE" not in sel
+    assert q.read_tuples(()).decode().count("WHERE true") == 1
+    per_ns = q.read_tuples(("thread", "filter")).decode()
+    assert "WITH RECURSIVE" in per_ns
+    assert "{" not in per_ns
 
 
 def test_migrations_are_numbered_and_idempotent_in_form() -> None:
