@@ -96,12 +96,13 @@ class PostgresSaver(_SaverBase):
         """A saver that creates and owns a connection pool to ``conn_string``.
 
         Use it as a context manager (``with PostgresSaver.from_conn_string(dsn) as saver:``) or call
-        :meth:`open` and :meth:`close` yourself. Hot-path statements (put, put_writes,
-        get_tuple, list, DeltaChannel history) become server-side prepared statements after
+        :meth:`open` and :meth:`close` yourself. Hot-path statements (put, put_writes, get_tuple,
+        list, delete_thread, DeltaChannel history) become server-side prepared statements after
         ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which saves their
         planning time; lifecycle and schema statements are never prepared. Behind a
         transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
-        with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is accepted for compatibility and unused.
+        with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is
+        accepted for compatibility and unused.
         """
         kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
         kwargs.update(connect_kwargs or {})
