@@ -114,3 +114,99 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
         if seq_scans(row[0]):
             bad["_x_stores_k lookup"] = seq_scans(row[0])
     assert not bad, f"sequential scans: {bad}"
+
+
+def _nodes(plan: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "Node Type" in node:
+                found.append(node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(plan)
+    return found
+
+
+@pytest.mark.parametrize("plan_mode", ["auto", "force_generic_plan"])
+def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode: str) -> None:
+    """Tables never analyzed (autovacuum off), of the size where the planner once preferred to hash
+    the whole writes table for list(None, filter): get_tuple and list must look values and writes
+    up by key, and stay under jit_above_cost (JIT compiling costs ~35 ms)."""
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        q = saver._q
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        for table in TABLES:
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        conn.execute(
+            "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+            " checkpoint, channel_versions, metadata)"
+            " SELECT 't-' || (i % 500), '', 'c-' || lpad(i::text, 6, '0'), 'msgpack', '\\x80',"
+            " jsonb_build_object('a', i::text, 'b', '1', 'c', '1'),"
+            " jsonb_build_object('user', 'u-' || (i % 100), 'step', i)"
+            " FROM generate_series(1, 4000) AS i"
+        )
+        conn.execute(
+            "INSERT INTO pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+            " SELECT thread_id, '', 'a', channel_versions->>'a', 'msgpack', '\\x80'"
+            " FROM pgsaver_checkpoints"
+        )
+        conn.execute(
+            "INSERT INTO pgsaver_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+            " task_path, idx, channel, type, blob)"
+            " SELECT c.thread_id, '', c.checkpoint_id, 'task', '', w, 'a', 'msgpack', '\\x80'"
+            " FROM pgsaver_checkpoints AS c, generate_series(0, 1) AS w"
+        )
+        cases: dict[str, tuple[bytes, dict[str, Any]]] = {
+            "get_tuple latest": (
+                q.read_tuples(("thread", "ns")),
+                {"thread_id": "t-7", "checkpoint_ns": "", "limit": 1},
+            ),
+            "get_tuple by id": (
+                q.read_tuples(("thread", "ns", "id")),
+                {"thread_id": "t-7", "checkpoint_ns": "", "checkpoint_id": "c-000007", "limit": 1},
+            ),
+            "list thread limit 20": (
+                q.read_tuples(("thread", "ns")),
+                {"thread_id": "t-7", "checkpoint_ns": "", "limit": 20},
+            ),
+            "list thread without namespace": (
+                q.read_tuples(("thread",)),
+                {"thread_id": "t-7", "limit": 20},
+            ),
+            "list filter": (
+                q.read_tuples(("filter",)),
+                {"filter": '{"user": "u-7", "step": 7}', "limit": None},
+            ),
+        }
+        if plan_mode != "auto":
+            conn.execute(f"SET plan_cache_mode = {plan_mode}")
+        bad: dict[str, list[str]] = {}
+        for name, (query, params) in cases.items():
+            # prepared, so a generic plan is what EXPLAIN shows under force_generic_plan
+            row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, params, prepare=True).fetchone()
+            assert row is not None
+            plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+            nodes = _nodes(plan)
+            problems = [
+                f"{n['Node Type']} on {n['Relation Name']}"
+                for n in nodes
+                if n["Node Type"] == "Seq Scan"
+                and n.get("Relation Name") in TABLES
+                # choosing a filter's checkpoints may scan a table this small (no GIN needed)
+                and "metadata @>" not in n.get("Filter", "")
+            ]
+            problems += [
+                f"Hash Join on {n['Hash Cond']}" for n in nodes if n["Node Type"] == "Hash Join"
+            ]
+            cost = plan[0]["Plan"]["Total Cost"]
+            if cost >= 100_000:
+                problems.append(f"total cost {cost} crosses jit_above_cost")
+            if problems:
+                bad[name] = problems
+        assert not bad, bad
