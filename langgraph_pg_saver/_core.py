@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ._adapt import ByteaArray, Int4Array, TextArray
 from .errors import InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
@@ -206,10 +207,10 @@ def put_params(
     keys = config_keys(config)
     checkpoint_id = _text(checkpoint["id"], "checkpoint id")
     values = checkpoint["channel_values"]
-    channels: list[str] = []
-    versions: list[str] = []
-    types: list[str] = []
-    blobs: list[bytes | None] = []
+    channels = TextArray()
+    versions = TextArray()
+    types = TextArray()
+    blobs = ByteaArray()
     for channel, version in new_versions.items():
         channels.append(_text(channel, "channel name"))
         versions.append(version_key(version))
@@ -281,10 +282,10 @@ def put_writes_params(
         rows[idx] = (_text(channel, "write channel"), value)
     if not rows:
         return None
-    idxs: list[int] = []
-    channels: list[str] = []
-    types: list[str] = []
-    blobs: list[bytes] = []
+    idxs = Int4Array()
+    channels = TextArray()
+    types = TextArray()
+    blobs = ByteaArray()
     for idx, (channel, value) in rows.items():
         type_, data = serde.dumps_typed(value)
         idxs.append(idx)
