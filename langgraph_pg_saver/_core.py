@@ -384,6 +384,17 @@ def read_rows_to_tuples(
             yield _checkpoint_tuple(serde, row, values, writes)
 
 
+def _stored_version(version: object) -> str | None:
+    """The blob key of a version read back from ``channel_versions`` (what ``put`` keyed it by), or
+    None for a version no blob can have (JSON null, or what put would have refused)."""
+    if version is None:
+        return None
+    try:
+        return version_key(version)
+    except InvalidInputError:
+        return None
+
+
 def _load(serde: SerializerProtocol, type_: str, data: bytes | None) -> Any:
     return serde.loads_typed((type_, data if data is not None else b""))
 
@@ -398,11 +409,11 @@ def _checkpoint_tuple(
     checkpoint: dict[str, Any] = serde.loads_typed((row[5], row[6]))
     checkpoint["channel_versions"] = row[10]
     channel_values: dict[str, Any] = {}
-    if row[13]:
-        for channel, version in zip(row[13], row[14], strict=True):
-            found = values.get((thread_id, checkpoint_ns, channel, version))
-            if found is not None:
-                channel_values[channel] = _load(serde, *found)
+    for channel, version in (row[10] or {}).items():
+        key = version if type(version) is str else _stored_version(version)
+        found = None if key is None else values.get((thread_id, checkpoint_ns, channel, key))
+        if found is not None:
+            channel_values[channel] = _load(serde, *found)
     checkpoint["channel_values"] = channel_values
     metadata = row[11] if row[12] is None else unpack_typed(serde, row[12])
     pending: list[PendingWrite] = [

@@ -90,8 +90,8 @@ FROM (
 --           chosen checkpoints share it (a step changes a few channels);
 --   kind 1: a pending write (thread, namespace, checkpoint, task, type, blob, channel), in writes_sort_key
 --           order within its checkpoint;
---   kind 2: a checkpoint, with its channel -> version pairs as Postgres prints the versions (so they
---           match the kind 0 rows exactly).
+--   kind 2: a checkpoint; the client finds its values by channel and version_key(version), which is
+--           the text Postgres prints for the version (jsonb_each_text in cv), so they match exactly.
 -- The keys are chosen first (narrow rows to sort); then every value and write is fetched through its
 -- primary key, one correlated lookup per key (LATERAL ... OFFSET 0 cannot become a hash join), so the
 -- plan stays the same whatever the statistics say: a generic plan once estimated 126 chosen keys for
@@ -133,8 +133,7 @@ WITH RECURSIVE ns AS (
 -- name: _read_body
 -- The rest of read_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
 -- checkpoints. Columns: kind, thread, namespace, checkpoint id | channel, parent id | task id | version,
--- type, body | blob, write channel, task path, idx, channel_versions, metadata, metadata_exact,
--- channels, versions.
+-- type, body | blob, write channel, task path, idx, channel_versions, metadata, metadata_exact.
 cv AS (
     SELECT DISTINCT k.thread_id, k.checkpoint_ns, e.key COLLATE "C" AS channel,
            e.value COLLATE "C" AS version
@@ -153,7 +152,7 @@ cv AS (
 )
 SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version AS ref,
        s.type, s.blob, NULL::text AS write_channel, NULL::text AS task_path, NULL::integer AS idx,
-       NULL::jsonb, NULL::jsonb, NULL::bytea, NULL::text[], NULL::text[]
+       NULL::jsonb, NULL::jsonb, NULL::bytea
 FROM cv AS v
 CROSS JOIN LATERAL (
     SELECT bl.type, bl.blob
@@ -165,7 +164,7 @@ CROSS JOIN LATERAL (
 UNION ALL
 SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
        wr.type, wr.blob, wr.channel, wr.task_path, wr.idx,
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL
 FROM k
 CROSS JOIN LATERAL (
     SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
@@ -177,7 +176,7 @@ CROSS JOIN LATERAL (
 UNION ALL
 SELECT 2, k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id,
        c.type, c.checkpoint, NULL, NULL, NULL,
-       c.channel_versions, c.metadata, c.metadata_exact, b.channels, b.versions
+       c.channel_versions, c.metadata, c.metadata_exact
 FROM k
 CROSS JOIN LATERAL (
     SELECT c.parent_checkpoint_id, c.type, c.checkpoint, c.channel_versions, c.metadata,
@@ -187,10 +186,6 @@ CROSS JOIN LATERAL (
       AND c.checkpoint_id = k.checkpoint_id
     OFFSET 0
 ) AS c
-LEFT JOIN LATERAL (
-    SELECT array_agg(e.key) AS channels, array_agg(e.value) AS versions
-    FROM jsonb_each_text(c.channel_versions) AS e
-) AS b ON true
 ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
 
 -- name: _w_thread
