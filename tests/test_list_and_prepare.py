@@ -159,3 +159,35 @@ def test_results_do_not_depend_on_generic_or_custom_plans(
             tup = saver.get_tuple(config("t"))
             assert tup is not None
             assert tup.metadata["step"] in range(30)
+
+
+def test_hot_statements_settle_on_one_generic_plan(db_dsn: str) -> None:
+    """A prepared statement helps only if Postgres stops planning it: after its five custom plans it
+    must choose the generic one. delta_history once never did (the channel array's length made
+    each custom plan look cheaper) and was planned anew on every call, 0.8 ms each."""
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        if conn.info.server_version < 140000:
+            pytest.skip("pg_prepared_statements counts plans from PostgreSQL 14")
+        saver = PostgresSaver(conn)
+        cfg = config("t")
+        for step in range(20):
+            cp = checkpoint({"v": step, "w": [step]}, {"v": step + 1, "w": step + 1})
+            cfg = saver.put(cfg, cp, {"step": step, "user": f"u{step % 3}"}, {"v": step + 1})
+            saver.put_writes(cfg, [("v", step), ("w", [step])], f"task-{step}")
+        for _ in range(12):
+            saver.get_tuple(cfg)
+            saver.get_tuple(config("t"))
+            list(saver.list(config("t"), limit=5))
+            list(saver.list({"configurable": {"thread_id": "t"}}, limit=5))
+            list(saver.list(None, filter={"user": "u1"}))
+            saver.get_delta_channel_history(config=cfg, channels=["v"])
+            saver.get_delta_channel_history(config=config("t"), channels=["v", "w"])
+            saver.delete_thread("no-such-thread")
+        rows = conn.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
+            prepare=False,
+        ).fetchall()
+    hot = [r for r in rows if "pgsaver_" in r[0]]
+    assert len(hot) >= 8, [r[0][:60] for r in rows]
+    replanned = [" ".join(r[0].split())[:80] for r in hot if r[1] == 0]
+    assert not replanned, replanned
