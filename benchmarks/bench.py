@@ -3,10 +3,13 @@
     make bench                      # or: python benchmarks/bench.py [--rounds 5] [--quick]
 
 Both savers run the same workloads in one process, on one Postgres server with default settings
-(fsync on): a throwaway cluster from the local server binaries, or LANGGRAPH_PG_BENCH_DSN. Rounds
-alternate which saver goes first. Each workload reports the median over rounds of each round's median
-per-operation latency (or throughput), the min-max, and the ratio official/ours (>1: we are faster).
-Results also go to benchmarks/results/latest.json. This is not a test: it asserts nothing.
+(fsync on): a throwaway cluster from the local server binaries, or LANGGRAPH_PG_BENCH_DSN. Single
+operations (put, put_writes, get_tuple, list, get_state) alternate between the savers call by call,
+so both see the same moments of a noisy shared machine; the graph workloads run as blocks, and
+rounds alternate which saver goes first. Each workload reports the median over rounds of each round's
+median per-operation latency (or throughput), the min-max, and the ratio official/ours (>1: we are
+faster), next to a floor measured in the same rounds (see FLOORS). Results also go to
+benchmarks/results/latest.json. This is not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -52,8 +55,21 @@ IMPLS = ("ours", "official")
 rng = random.Random(7)
 
 
+_VALUES: dict[int, list[str]] = {}
+
+
 def blob(n: int) -> str:
-    return "".join(rng.choices(string.ascii_letters + string.digits, k=n))
+    """A random n-character string, drawn from 256 pre-generated ones: generating 2 KB of random
+    text costs ~0.3 ms of Python, which would otherwise be timed inside every graph superstep."""
+    pool = _VALUES.get(n)
+    if pool is None:
+        chars = string.ascii_letters + string.digits
+        pool = _VALUES[n] = ["".join(rng.choices(chars, k=n)) for _ in range(256)]
+    return rng.choice(pool)
+
+
+def three_writes() -> list[tuple[str, Any]]:
+    return [("ch0", blob(1000)), ("ch1", blob(1000)), ("ch2", blob(1000))]
 
 
 # ---------------------------------------------------------------------------- saver factories
@@ -85,43 +101,55 @@ def make_checkpoint(values: dict[str, Any], versions: dict[str, Any], step: int)
     }
 
 
-def put_chain(
-    saver: BaseCheckpointSaver[Any],
-    thread: str,
-    n: int,
-    *,
-    channels: int = 12,
-    changed: int = 2,
-    value_size: int = 2000,
-    writes: int = 0,
-    metadata: dict[str, Any] | None = None,
-    timings: list[float] | None = None,
-) -> list[Any]:
-    """n checkpoints on one thread: the first stores every channel, each next one changes `changed`."""
-    names = [f"ch{i}" for i in range(channels)]
-    versions: dict[str, Any] = {}
-    values: dict[str, Any] = {}
-    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    configs = []
-    for step in range(n):
-        touched = names if step == 0 else rng.sample(names, changed)
+class Chain:
+    """Checkpoints of one thread, one put at a time: the first stores every channel, each next one
+    changes `changed` of them (so two savers' puts can be timed alternately)."""
+
+    def __init__(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        thread: str,
+        *,
+        channels: int = 12,
+        changed: int = 2,
+        value_size: int = 2000,
+        writes: int = 0,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.saver, self.changed, self.value_size, self.writes = saver, changed, value_size, writes
+        self.names = [f"ch{i}" for i in range(channels)]
+        self.metadata = metadata or {}
+        self.versions: dict[str, Any] = {}
+        self.values: dict[str, Any] = {}
+        self.config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        self.configs: list[Any] = []
+
+    def step(self) -> float:
+        """One put (plus the fixture's writes); returns the seconds the put took."""
+        step = len(self.configs)
+        touched = self.names if step == 0 else rng.sample(self.names, self.changed)
         new_versions = {}
         for ch in touched:
-            versions[ch] = saver.get_next_version(versions.get(ch), None)
-            values[ch] = blob(value_size)
-            new_versions[ch] = versions[ch]
-        cp = make_checkpoint(dict(values), dict(versions), step)
-        md = {"source": "loop", "step": step, "parents": {}, **(metadata or {})}
+            self.versions[ch] = self.saver.get_next_version(self.versions.get(ch), None)
+            self.values[ch] = blob(self.value_size)
+            new_versions[ch] = self.versions[ch]
+        cp = make_checkpoint(dict(self.values), dict(self.versions), step)
+        md = {"source": "loop", "step": step, "parents": {}, **self.metadata}
         t0 = time.perf_counter()
-        config = saver.put(config, cp, md, new_versions)
-        if timings is not None:
-            timings.append(time.perf_counter() - t0)
-        configs.append(config)
-        for w in range(writes):
-            saver.put_writes(
-                config, [("ch0", blob(1000)), ("ch1", blob(1000)), ("ch2", blob(1000))], f"task-{w}"
-            )
-    return configs
+        self.config = self.saver.put(self.config, cp, md, new_versions)
+        elapsed = time.perf_counter() - t0
+        self.configs.append(self.config)
+        for w in range(self.writes):
+            self.saver.put_writes(self.config, three_writes(), f"task-{w}")
+        return elapsed
+
+
+def put_chain(saver: BaseCheckpointSaver[Any], thread: str, n: int, **kwargs: Any) -> list[Any]:
+    """n checkpoints on one thread (see Chain); returns their configs."""
+    chain = Chain(saver, thread, **kwargs)
+    for _ in range(n):
+        chain.step()
+    return chain.configs
 
 
 # ---------------------------------------------------------------------------- graphs
@@ -178,7 +206,88 @@ def delta_loop() -> Any:
     return g
 
 
+# ---------------------------------------------------------------------------- floors
+
+FLOORS = (
+    "floor: put/put_writes: one durable INSERT of the same payload (3 rows) in one statement;"
+    " get_tuple: the same rows read by primary key in one prepared statement, not decoded;"
+    " list: one round trip; graphs: LangGraph over a saver doing one durable 1-row INSERT per"
+    " put and put_writes over the same driver; get_state: LangGraph with InMemorySaver."
+    " best: official / floor"
+)
+
+ROWS_FLOOR_SQL = """
+WITH c AS (
+    SELECT * FROM pgsaver_checkpoints
+    WHERE thread_id = %(t)s AND checkpoint_ns = '' {and_id}
+    ORDER BY checkpoint_id DESC LIMIT 1
+)
+SELECT c.checkpoint, c.metadata, c.channel_versions, NULL::text, NULL::bytea FROM c
+UNION ALL
+SELECT NULL, NULL, NULL, e.key, b.blob
+FROM c CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
+JOIN pgsaver_blobs AS b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+ AND b.channel = e.key AND b.version = e.value
+UNION ALL
+SELECT NULL, NULL, NULL, w.channel, w.blob
+FROM c JOIN pgsaver_writes AS w ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+ AND w.checkpoint_id = c.checkpoint_id
+"""
+
+FLOOR_INSERT = "INSERT INTO bench_floor VALUES (%s, NULL)"
+
+
+class DriverFloor(InMemorySaver):
+    """InMemorySaver that also pays the least any Postgres saver pays over psycopg: one durable
+    single-row INSERT per put and per put_writes, one round trip per get_tuple."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def get_tuple(self, config: Any) -> Any:
+        self.conn.execute("SELECT 1").fetchone()
+        return super().get_tuple(config)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.conn.execute(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self.conn.execute(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
+        super().put_writes(config, writes, task_id, task_path)
+
+
+class AsyncDriverFloor(InMemorySaver):
+    """DriverFloor for the async workload, over its own pool of 10."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        super().__init__()
+        self.pool = pool
+
+    async def _statement(self, query: str, params: Any = None) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(query, params)
+
+    async def aget_tuple(self, config: Any) -> Any:
+        await self._statement("SELECT 1")
+        return super().get_tuple(config)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await self._statement(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        await self._statement(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
+        super().put_writes(config, writes, task_id, task_path)
+
+
 # ---------------------------------------------------------------------------- workloads
+
+
+GET_STATE_CALLS = {True: 20, False: 3}  # per saver and round: at 300 supersteps, at 20,000
 
 
 def median_ms(xs: list[float]) -> float:
@@ -214,59 +323,95 @@ class Bench:
             )
 
     def run_floors(self, r: int) -> None:
-        """Per round: the physical floors next to which the savers' latencies are read."""
+        """Per round: the floors next to which the savers' figures are read (see FLOORS)."""
         with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
-            timings = []
-            for _ in range(150):
-                t0 = time.perf_counter()
-                conn.execute("SELECT 1").fetchone()
-                timings.append(time.perf_counter() - t0)
-            trip = median_ms(timings)
-            timings = []
-            for i in range(150):
-                t0 = time.perf_counter()
-                conn.execute("INSERT INTO bench_floor VALUES (%s, %s)", (r * 1000 + i, b"x" * 100))
-                timings.append(time.perf_counter() - t0)
-            commit = median_ms(timings)
-        for w in ("put", "put_writes"):
-            self.floor(w, commit)
-        for w in (
-            "get_tuple latest",
-            "get_tuple by id",
-            "list(thread, limit=20)",
-            "list(None, filter)",
-        ):
-            self.floor(w, trip)
-        saver = self.memory
-        graph = eight_nodes().compile(checkpointer=saver)
-        t0 = time.perf_counter()
-        for i in range(8):
-            graph.invoke({"log": []}, {"configurable": {"thread_id": f"memory-graph-{r}-{i}"}})
-        self.floor("graph superstep (sync)", (time.perf_counter() - t0) / (8 * 9) * 1000)
-        dgraph = delta_loop().compile(checkpointer=saver)
+            conn.execute("ALTER TABLE bench_floor ALTER v SET STORAGE MAIN")
+
+            def timed(n: int, op: Callable[[int], Any]) -> float:
+                timings = []
+                for i in range(n):
+                    t0 = time.perf_counter()
+                    op(i)
+                    timings.append(time.perf_counter() - t0)
+                return median_ms(timings)
+
+            def insert(sizes: tuple[int, ...]) -> Callable[[int], Any]:
+                rows = ", ".join(["(%s, %s)"] * len(sizes))
+
+                def op(i: int) -> Any:
+                    args: list[Any] = []
+                    for size in sizes:
+                        args += [uuid.uuid4().int >> 65, os.urandom(size)]
+                    return conn.execute(f"INSERT INTO bench_floor VALUES {rows}", args)
+
+                return op
+
+            trip = timed(150, lambda i: conn.execute("SELECT 1").fetchone())
+            self.floor("put", timed(150, insert((2000, 2000, 700))))
+            self.floor("put_writes", timed(150, insert((1000, 1000, 1000))))
+            for w in ("list(thread, limit=20)", "list(None, filter)"):
+                self.floor(w, trip)
+            rows = self.rows_floor(conn)
+            self.floor("get_tuple latest", timed(150, lambda i: rows(None)))
+            ids = [c["configurable"]["checkpoint_id"] for c in self.fixtures["ours"]["t200"]]
+            self.floor("get_tuple by id", timed(150, lambda i: rows(rng.choice(ids))))
+
+            graph = eight_nodes().compile(checkpointer=DriverFloor(conn))
+            t0 = time.perf_counter()
+            for i in range(8):
+                graph.invoke({"log": []}, {"configurable": {"thread_id": f"floor-graph-{r}-{i}"}})
+            self.floor("graph superstep (sync)", (time.perf_counter() - t0) / (8 * 9) * 1000)
+        dgraph = delta_loop().compile(checkpointer=self.memory)
         for steps_ in (300, 2000 if self.quick else 20_000):
             timings = []
-            for _ in range(5):
+            for _ in range(GET_STATE_CALLS[steps_ == 300]):
                 t0 = time.perf_counter()
                 dgraph.get_state({"configurable": {"thread_id": f"memory-delta-{steps_}"}})
                 timings.append(time.perf_counter() - t0)
             self.floor(f"DeltaChannel get_state @{steps_}", median_ms(timings))
 
         async def concurrent() -> None:
-            agraph = eight_nodes().compile(checkpointer=InMemorySaver())
+            pool = AsyncConnectionPool(
+                self.dsn,
+                min_size=10,
+                max_size=10,
+                kwargs={"autocommit": True, "prepare_threshold": 0},
+                open=False,
+            )
+            await pool.open(wait=True)
+            try:
+                agraph = eight_nodes().compile(checkpointer=AsyncDriverFloor(pool))
 
-            async def one(i: int) -> None:
-                for _ in range(3):
-                    await agraph.ainvoke(
-                        {"log": []}, {"configurable": {"thread_id": f"memory-conc-{r}-{i}"}}
-                    )
+                async def one(i: int) -> None:
+                    for _ in range(3):
+                        await agraph.ainvoke(
+                            {"log": []}, {"configurable": {"thread_id": f"floor-conc-{r}-{i}"}}
+                        )
 
-            t0 = time.perf_counter()
-            await asyncio.gather(*(one(i) for i in range(50)))
-            self.floor("50 threads async, pool of 10", 50 * 3 * 9 / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                await asyncio.gather(*(one(i) for i in range(50)))
+                self.floor("50 threads async, pool of 10", 50 * 3 * 9 / (time.perf_counter() - t0))
+            finally:
+                await pool.close()
 
         asyncio.run(concurrent())
+
+    def rows_floor(self, conn: psycopg.Connection[Any]) -> Callable[[str | None], Any]:
+        """The rows get_tuple must read, in one prepared statement with no decoding: the checkpoint
+        row, one primary-key lookup per channel value, and its pending writes (on our tables, the
+        t200 fixture)."""
+        thread = self.fixtures["ours"]["t200"][0]["configurable"]["thread_id"]
+
+        latest = ROWS_FLOOR_SQL.format(and_id="")
+        by_id = ROWS_FLOOR_SQL.format(and_id="AND checkpoint_id = %(id)s")
+
+        def rows(checkpoint_id: str | None) -> Any:
+            query = latest if checkpoint_id is None else by_id
+            with conn.cursor(binary=True) as cur:
+                return cur.execute(query, {"t": thread, "id": checkpoint_id}).fetchall()
+
+        return rows
 
     def record(
         self, workload: str, impl: str, value: float, unit: str = "ms", higher: bool = False
@@ -279,6 +424,7 @@ class Bench:
     def build_fixtures(self, impl: str, saver: BaseCheckpointSaver[Any]) -> None:
         fx = self.fixtures[impl]
         fx["t200"] = put_chain(saver, f"{impl}-t200", 200, writes=1)
+        fx["pw"] = put_chain(saver, f"{impl}-pw", 1)
         fx["t1000"] = put_chain(saver, f"{impl}-t1000", 1000, value_size=200)
         n_threads = 500 if self.quick else 2000
         for i in range(n_threads):
@@ -305,52 +451,87 @@ class Bench:
                 flush=True,
             )
 
-    def run_sync(self, impl: str, saver: BaseCheckpointSaver[Any], r: int) -> None:
-        fx = self.fixtures[impl]
-        # put: 12 channels, 2 changed per put, ~2 KB values
-        timings: list[float] = []
-        put_chain(saver, f"{impl}-put-{r}", 150, timings=timings)
-        self.record("put", impl, median_ms(timings[1:]))
-        # put_writes: 3 writes of ~1 KB
-        cfg = fx["t200"][-1]
-        timings = []
-        for i in range(150):
-            writes = [("ch0", blob(1000)), ("ch1", blob(1000)), ("ch2", blob(1000))]
-            t0 = time.perf_counter()
-            saver.put_writes(cfg, writes, f"r{r}-task-{i}")
-            timings.append(time.perf_counter() - t0)
-        self.record("put_writes", impl, median_ms(timings))
-        # get_tuple on a 200-checkpoint thread with pending writes
-        thread = fx["t200"][0]["configurable"]["thread_id"]
-        timings = []
-        for _ in range(150):
-            t0 = time.perf_counter()
-            saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-            timings.append(time.perf_counter() - t0)
-        self.record("get_tuple latest", impl, median_ms(timings))
-        timings = []
-        for _ in range(150):
-            target = rng.choice(fx["t200"])
-            t0 = time.perf_counter()
-            saver.get_tuple(target)
-            timings.append(time.perf_counter() - t0)
-        self.record("get_tuple by id", impl, median_ms(timings))
+    def alternate(
+        self, workload: str, n: int, op: Callable[[str, int], Any], unit: str = "ms"
+    ) -> None:
+        """n calls of op for each saver, alternating call by call (the first saver alternates too),
+        so both see the same moments of a noisy machine; records each saver's median. An op that
+        returns a float reports its own timing (Chain.step times the put alone)."""
+        timings: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+        for i in range(n):
+            for impl in IMPLS if i % 2 == 0 else IMPLS[::-1]:
+                t0 = time.perf_counter()
+                took = op(impl, i)
+                timings[impl].append(took if isinstance(took, float) else time.perf_counter() - t0)
+        for impl in IMPLS:
+            self.record(workload, impl, median_ms(timings[impl]), unit)
+
+    def run_single_ops(self, savers: dict[str, BaseCheckpointSaver[Any]], r: int) -> None:
+        fx = self.fixtures
+        # put: 12 channels, 2 changed per put, ~2 KB values (the first put, of all 12, is not timed)
+        chains = {impl: Chain(savers[impl], f"{impl}-put-{r}") for impl in IMPLS}
+        for chain in chains.values():
+            chain.step()
+        self.alternate("put", 300, lambda impl, i: chains[impl].step())
+        # put_writes: 3 writes of ~1 KB, to a checkpoint of their own (the get_tuple fixtures keep
+        # the same pending writes in every round)
+        self.alternate(
+            "put_writes",
+            300,
+            lambda impl, i: savers[impl].put_writes(
+                fx[impl]["pw"][-1], three_writes(), f"r{r}-task-{i}"
+            ),
+        )
+        # get_tuple on a 200-checkpoint thread whose checkpoints have 3 pending writes each
+        latest = {
+            impl: {
+                "configurable": {
+                    "thread_id": fx[impl]["t200"][0]["configurable"]["thread_id"],
+                    "checkpoint_ns": "",
+                }
+            }
+            for impl in IMPLS
+        }
+        self.alternate(
+            "get_tuple latest", 300, lambda impl, i: savers[impl].get_tuple(latest[impl])
+        )
+        picks = [rng.randrange(200) for _ in range(300)]
+        self.alternate(
+            "get_tuple by id",
+            300,
+            lambda impl, i: savers[impl].get_tuple(fx[impl]["t200"][picks[i]]),
+        )
+
         # list(thread, limit=20) on a 1,000-checkpoint thread
-        thread = fx["t1000"][0]["configurable"]["thread_id"]
-        timings = []
-        for _ in range(40):
-            t0 = time.perf_counter()
-            got = list(saver.list({"configurable": {"thread_id": thread}}, limit=20))
-            timings.append(time.perf_counter() - t0)
+        def list_thread(impl: str, i: int) -> None:
+            thread = fx[impl]["t1000"][0]["configurable"]["thread_id"]
+            got = list(savers[impl].list({"configurable": {"thread_id": thread}}, limit=20))
             assert len(got) == 20
-        self.record("list(thread, limit=20)", impl, median_ms(timings))
-        # list(None, filter) across threads
-        timings = []
-        for i in range(40):
-            t0 = time.perf_counter()
-            got = list(saver.list(None, filter={"user": f"user-{i % 100}", "tenant": "acme"}))
-            timings.append(time.perf_counter() - t0)
-        self.record("list(None, filter)", impl, median_ms(timings))
+
+        self.alternate("list(thread, limit=20)", 60, list_thread)
+        # list(None, filter) across 2,000 single-checkpoint threads
+        self.alternate(
+            "list(None, filter)",
+            60,
+            lambda impl, i: list(
+                savers[impl].list(None, filter={"user": f"user-{i % 100}", "tenant": "acme"})
+            ),
+        )
+
+        # get_state of DeltaChannel threads
+        dgraphs = {impl: delta_loop().compile(checkpointer=savers[impl]) for impl in IMPLS}
+        for steps in (300, 2000 if self.quick else 20_000):
+
+            def get_state(impl: str, i: int, steps: int = steps) -> None:
+                config = {"configurable": {"thread_id": f"{impl}-delta-{steps}"}}
+                state = dgraphs[impl].get_state(config)
+                assert state.values["turns"] == steps, state.values["turns"]
+
+            self.alternate(
+                f"DeltaChannel get_state @{steps}", 2 * GET_STATE_CALLS[steps == 300], get_state
+            )
+
+    def run_graphs(self, impl: str, saver: BaseCheckpointSaver[Any], r: int) -> None:
         # a real 8-node graph (ms per superstep)
         graph = eight_nodes().compile(checkpointer=saver)
         t0 = time.perf_counter()
@@ -359,16 +540,6 @@ class Bench:
             graph.invoke({"log": []}, {"configurable": {"thread_id": f"{impl}-graph-{r}-{i}"}})
             steps += 9  # input + 8 nodes
         self.record("graph superstep (sync)", impl, (time.perf_counter() - t0) / steps * 1000)
-        # get_state of DeltaChannel threads
-        dgraph = delta_loop().compile(checkpointer=saver)
-        for steps_ in (300, 2000 if self.quick else 20_000):
-            timings = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                state = dgraph.get_state({"configurable": {"thread_id": f"{impl}-delta-{steps_}"}})
-                timings.append(time.perf_counter() - t0)
-            assert state.values["turns"] == steps_, state.values["turns"]
-            self.record(f"DeltaChannel get_state @{steps_}", impl, median_ms(timings))
 
     async def run_async(self, impl: str, r: int) -> None:
         n_threads, invokes = 50, 3
@@ -547,8 +718,9 @@ def main(argv: list[str] | None = None) -> int:
             bench.build_memory_fixtures()
             for r in range(args.rounds):
                 order = IMPLS if r % 2 == 0 else IMPLS[::-1]
+                bench.run_single_ops(savers, r)
                 for impl in order:
-                    bench.run_sync(impl, savers[impl], r)
+                    bench.run_graphs(impl, savers[impl], r)
                     asyncio.run(bench.run_async(impl, r))
                 bench.run_floors(r)
                 print(f"round {r + 1}/{args.rounds} done", flush=True)
@@ -572,10 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{row['workload'] + ' [' + u + ']':<34} {ours:>22} {off:>22} {row['speedup']:>7.2f}x {floor}"
         )
-    print(
-        "floor: one round trip (reads), one durable 1-row commit (writes), InMemorySaver (graphs);"
-        " best: official / floor"
-    )
+    print(FLOORS)
     print("\nround trips per operation (ours / official):")
     for op, by in trips.items():
         print(f"  {op:<16} {by['ours']} / {by['official']}")
