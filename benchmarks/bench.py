@@ -226,12 +226,20 @@ SELECT c.checkpoint, c.metadata, c.channel_versions, NULL::text, NULL::bytea FRO
 UNION ALL
 SELECT NULL, NULL, NULL, e.key, b.blob
 FROM c CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
-JOIN pgsaver_blobs AS b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
- AND b.channel = e.key AND b.version = e.value
+CROSS JOIN LATERAL (
+    SELECT b.blob FROM pgsaver_blobs AS b
+    WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+      AND b.channel = e.key AND b.version = e.value
+    OFFSET 0  -- by primary key, whatever the statistics say (a hash join would read every blob)
+) AS b
 UNION ALL
 SELECT NULL, NULL, NULL, w.channel, w.blob
-FROM c JOIN pgsaver_writes AS w ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
- AND w.checkpoint_id = c.checkpoint_id
+FROM c CROSS JOIN LATERAL (
+    SELECT w.channel, w.blob FROM pgsaver_writes AS w
+    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+      AND w.checkpoint_id = c.checkpoint_id
+    OFFSET 0
+) AS w
 """
 
 FLOOR_INSERT = "INSERT INTO bench_floor VALUES (%s, NULL)"

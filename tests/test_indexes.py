@@ -16,13 +16,13 @@ from langgraph_pg_saver import PostgresSaver
 TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
 
 
-def seq_scans(plan: Any) -> list[str]:
-    found: list[str] = []
+def plan_nodes(plan: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if node.get("Node Type") == "Seq Scan" and node.get("Relation Name") in TABLES:
-                found.append(node["Relation Name"])
+            if "Node Type" in node:
+                found.append(node)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -31,6 +31,14 @@ def seq_scans(plan: Any) -> list[str]:
 
     walk(plan)
     return found
+
+
+def seq_scans(plan: Any) -> list[str]:
+    return [
+        n["Relation Name"]
+        for n in plan_nodes(plan)
+        if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES
+    ]
 
 
 @pytest.fixture
@@ -116,23 +124,6 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
     assert not bad, f"sequential scans: {bad}"
 
 
-def _nodes(plan: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "Node Type" in node:
-                found.append(node)
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(plan)
-    return found
-
-
 @pytest.mark.parametrize("plan_mode", ["auto", "force_generic_plan"])
 def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode: str) -> None:
     """Tables never analyzed (autovacuum off), of the size where the planner once preferred to hash
@@ -192,7 +183,7 @@ def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode:
             row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, params, prepare=True).fetchone()
             assert row is not None
             plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-            nodes = _nodes(plan)
+            nodes = plan_nodes(plan)
             problems = [
                 f"{n['Node Type']} on {n['Relation Name']}"
                 for n in nodes
