@@ -108,10 +108,30 @@ def _bindirs() -> list[Path]:
     return [d for d in dirs if (d / "initdb").exists() and (d / "pg_ctl").exists()]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class NoServiceUser(Exception):
+    """We are root and there is no ``postgres`` OS user to run a server as."""
+
+
+def service_dir(prefix: str) -> tuple[str, str | None]:
+    """A temporary directory for a server process, and the OS user to run it as: ``postgres`` when we
+    are root (Postgres and PgBouncer refuse to run as root; the directory is then theirs), else us."""
+    user: str | None = None
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres").pw_name
+        except KeyError:
+            raise NoServiceUser from None
+    base = tempfile.mkdtemp(prefix=prefix)
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(base, entry.pw_uid, entry.pw_gid)
+    return base, user
 
 
 TEST_SETTINGS = (
@@ -125,18 +145,12 @@ def from_local_binaries(settings: str = TEST_SETTINGS) -> Server | None:
     if not bindirs:
         return None
     bindir = bindirs[0]
-    user: str | None = None
-    if os.geteuid() == 0:  # Postgres refuses to run as root
-        try:
-            user = pwd.getpwnam("postgres").pw_name
-        except KeyError:
-            return None
-    base = tempfile.mkdtemp(prefix="lgps-test-pg-")
+    try:
+        base, user = service_dir("lgps-test-pg-")
+    except NoServiceUser:
+        return None
     data = os.path.join(base, "data")
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chown(base, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    port = free_port()
 
     def run(*args: str) -> None:
         subprocess.run(list(args), check=True, capture_output=True, user=user)

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgserver import free_port, service_dir
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 CANDIDATES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer")
@@ -29,13 +28,6 @@ def find_pgbouncer() -> str | None:
     if found:
         return found
     return next((c for c in CANDIDATES if os.access(c, os.X_OK)), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -56,13 +48,8 @@ def pgbouncer(binary: str, server_dsn: str, *, server_pool_size: int = 2) -> Ite
     """A transaction-mode PgBouncer that forwards every database to the server of ``server_dsn``,
     sharing at most ``server_pool_size`` server connections per database among its clients."""
     server = conninfo_to_dict(server_dsn)
-    base = tempfile.mkdtemp(prefix="lgps-test-pgbouncer-")
-    user: str | None = None
-    if os.geteuid() == 0:
-        user = "postgres"
-        entry = pwd.getpwnam(user)
-        os.chown(base, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    base, user = service_dir("lgps-test-pgbouncer-")
+    port = free_port()
     target = " ".join(
         f"{key}={server[key]}" for key in ("host", "port", "user", "password") if server.get(key)
     )
