@@ -430,12 +430,7 @@ gone_blobs AS (
             AND r.channel = b.channel AND r.version = b.version
       )
 )
-SELECT (SELECT count(DISTINCT thread_id) FROM gone),
-       (SELECT count(*) FROM gone),
-       (SELECT count(*) FROM gone_writes),
-       (SELECT count(*) FROM gone_blobs),
-       coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
-           + coalesce((SELECT sum(size) FROM gone_blobs), 0)
+{_report_gone}
 
 -- name: prune_blobs
 -- Blobs of the given threads that no remaining checkpoint references.
@@ -467,22 +462,27 @@ WITH chosen AS (
         SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
     )
-), deleted_blobs AS (
+), gone_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING pg_column_size(pgsaver_blobs.*) AS size
-), deleted_writes AS (
+), gone_writes AS (
     DELETE FROM {schema}.pgsaver_writes WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING pg_column_size(pgsaver_writes.*) AS size
-), deleted AS (
+), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
 )
-SELECT (SELECT count(DISTINCT thread_id) FROM deleted),
-       (SELECT count(*) FROM deleted),
-       (SELECT count(*) FROM deleted_writes),
-       (SELECT count(*) FROM deleted_blobs),
-       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
-           + coalesce((SELECT sum(size) FROM deleted_blobs), 0)
+{_report_gone}
+
+-- name: _report_gone
+-- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size) and gone_blobs (size):
+-- threads, checkpoints, writes, blobs, bytes.
+SELECT (SELECT count(DISTINCT thread_id) FROM gone),
+       (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM gone_writes),
+       (SELECT count(*) FROM gone_blobs),
+       coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
+           + coalesce((SELECT sum(size) FROM gone_blobs), 0)
 
 -- name: threads_size
 -- Dry run of delete_threads.
