@@ -34,6 +34,7 @@ from ._base import (
 from ._lifecycle import Report
 from ._sql import Queries
 from .errors import ParentCheckpointMissingError, PgSaverError, SaverClosedError
+from .pool import AsyncLifoConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class AsyncPostgresSaver(_SaverBase):
         """
         kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
         kwargs.update(connect_kwargs or {})
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
             conn_string,
             min_size=min_size,
             max_size=max_size,

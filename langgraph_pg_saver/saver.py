@@ -34,6 +34,7 @@ from ._base import (
 from ._lifecycle import Report
 from ._sql import Queries
 from .errors import ParentCheckpointMissingError, SaverClosedError
+from .pool import LifoConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class PostgresSaver(_SaverBase):
         """
         kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
         kwargs.update(connect_kwargs or {})
-        pool: ConnectionPool[Any] = ConnectionPool(
+        pool: ConnectionPool[Any] = LifoConnectionPool(
             conn_string,
             min_size=min_size,
             max_size=max_size,

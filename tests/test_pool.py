@@ -1,0 +1,103 @@
+"""The pools from_conn_string builds hand out the most recently returned connection first."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+from langgraph_pg_saver.pool import AsyncLifoConnectionPool, LifoConnectionPool
+
+
+def test_sync_pool_reuses_the_connection_returned_last(db_dsn: str) -> None:
+    with LifoConnectionPool(db_dsn, min_size=3, max_size=3, open=True) as pool:
+        pool.wait()
+        a, b, c = pool.getconn(), pool.getconn(), pool.getconn()
+        pids = [x.info.backend_pid for x in (a, b, c)]
+        for x in (a, b, c):  # returned in this order: c is the most recent
+            pool.putconn(x)
+        seen = []
+        for _ in range(5):
+            with pool.connection() as conn:
+                seen.append(conn.info.backend_pid)
+        assert seen == [pids[2]] * 5
+        # two at once: the two most recently returned, newest first; the oldest stays idle
+        x, y = pool.getconn(), pool.getconn()
+        assert [x.info.backend_pid, y.info.backend_pid] == [pids[2], pids[1]]
+        pool.putconn(x)
+        pool.putconn(y)
+        assert pool.get_stats()["pool_size"] == 3
+
+
+def test_plain_pool_rotates_which_is_why_we_subclass(db_dsn: str) -> None:
+    # the behaviour LifoConnectionPool changes; if psycopg_pool ever hands out the newest
+    # connection itself, this fails and the subclass can go
+    with ConnectionPool(db_dsn, min_size=3, max_size=3, open=True) as pool:
+        pool.wait()
+        seen = set()
+        for _ in range(6):
+            with pool.connection() as conn:
+                seen.add(conn.info.backend_pid)
+        assert len(seen) == 3
+
+
+async def test_async_pool_reuses_the_connection_returned_last(db_dsn: str) -> None:
+    async with AsyncLifoConnectionPool(db_dsn, min_size=3, max_size=3, open=False) as pool:
+        await pool.wait()
+        conns = [await pool.getconn() for _ in range(3)]
+        newest = conns[-1].info.backend_pid
+        for conn in conns:
+            await pool.putconn(conn)
+        seen = []
+        for _ in range(5):
+            async with pool.connection() as conn:
+                seen.append(conn.info.backend_pid)
+        assert seen == [newest] * 5
+
+
+async def test_async_pool_still_serves_concurrent_callers(db_dsn: str) -> None:
+    async with AsyncLifoConnectionPool(db_dsn, min_size=1, max_size=4, open=False) as pool:
+
+        async def one() -> int:
+            async with pool.connection() as conn:
+                await conn.execute("SELECT pg_sleep(0.05)")
+                return conn.info.backend_pid
+
+        pids = await asyncio.gather(*(one() for _ in range(8)))
+        assert len(pids) == 8
+        assert 1 <= len(set(pids)) <= 4
+
+
+def test_sync_pool_serves_threads(db_dsn: str) -> None:
+    errors: list[BaseException] = []
+    with LifoConnectionPool(db_dsn, min_size=1, max_size=3, open=True) as pool:
+
+        def work() -> None:
+            try:
+                for _ in range(20):
+                    with pool.connection() as conn:
+                        assert conn.execute("SELECT 1").fetchone() == (1,)
+            except BaseException as e:  # reported to the test thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert pool.get_stats()["pool_max"] == 3
+    assert errors == []
+
+
+def test_from_conn_string_builds_lifo_pools(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        assert isinstance(saver._pool, LifoConnectionPool)
+        assert isinstance(saver._pool, ConnectionPool)
+
+
+async def test_async_from_conn_string_builds_lifo_pools(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
+        assert isinstance(saver._pool, AsyncLifoConnectionPool)
+        assert isinstance(saver._pool, AsyncConnectionPool)
