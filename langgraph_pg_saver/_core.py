@@ -420,6 +420,59 @@ def _checkpoint_tuple(
         (task, channel, _load(serde, type_, data))
         for task, channel, type_, data in writes.get((thread_id, checkpoint_ns, checkpoint_id), ())
     ]
+    return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
+
+
+def get_tuple_rows_to_tuple(
+    serde: SerializerProtocol, sel: Select, rows: Sequence[Sequence[Any]]
+) -> CheckpointTuple | None:
+    """The rows of ``get_tuple`` (one checkpoint of ``sel``'s thread and namespace, in any order) as
+    a CheckpointTuple, or None when no checkpoint matched."""
+    head: Sequence[Any] | None = None
+    values: dict[str, tuple[str, bytes | None]] = {}
+    writes: list[tuple[str, str, int, str, str, bytes | None]] = []
+    for row in rows:
+        kind = row[0]
+        if kind == 0:
+            values[row[1]] = (row[3], row[4])
+        elif kind == 1:
+            # (task_path, task_id, idx): the writes' order everywhere (writes_sort_key)
+            writes.append((row[5], row[1], row[6], row[2], row[3], row[4]))
+        else:
+            head = row
+    if head is None:
+        return None
+    checkpoint: dict[str, Any] = serde.loads_typed((head[3], head[4]))
+    versions = head[7]
+    checkpoint["channel_versions"] = versions
+    checkpoint["channel_values"] = {
+        channel: _load(serde, *values[channel]) for channel in versions or () if channel in values
+    }
+    metadata = head[8] if head[9] is None else unpack_typed(serde, head[9])
+    writes.sort(key=lambda w: w[:3])
+    pending: list[PendingWrite] = [
+        (task, channel, _load(serde, type_, data)) for _, task, _, channel, type_, data in writes
+    ]
+    return _tuple(
+        sel.params["thread_id"],
+        sel.params["checkpoint_ns"],
+        head[1],
+        head[2],
+        checkpoint,
+        metadata,
+        pending,
+    )
+
+
+def _tuple(
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_id: str | None,
+    checkpoint: dict[str, Any],
+    metadata: Any,
+    pending: list[PendingWrite],
+) -> CheckpointTuple:
     config: RunnableConfig = {
         "configurable": {
             "thread_id": thread_id,

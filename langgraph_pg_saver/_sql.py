@@ -158,6 +158,10 @@ class Queries:
             return self.with_where("read_tuples_per_ns", predicates)
         return self.with_where("read_tuples", predicates)
 
+    def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
+        """``get_tuple`` (one checkpoint) filtered by the named ``_w_*`` fragments."""
+        return self.with_where("get_tuple", predicates)
+
     def names(self) -> set[str]:
         """Every named query (fragments excluded)."""
         return set(self._rendered) | set(self._templates)

@@ -178,16 +178,21 @@ class AsyncPostgresSaver(_SaverBase):
 
     @asynccontextmanager
     async def _cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
-        async with self._connection() as conn:
-            switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
-            if switched:
-                await conn.set_autocommit(True)
-            try:
-                async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-                    yield cur
-            finally:
-                if switched:
-                    await arestore_autocommit(conn)
+        # the hot path: getconn/putconn directly, as in PostgresSaver._cursor
+        self._check_open()
+        pool = self._pool
+        if pool is None:
+            async with self._connection() as conn, _op_cursor(conn) as cur:
+                yield cur
+            return
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        conn = await pool.getconn()
+        try:
+            async with _op_cursor(conn) as cur:
+                yield cur
+        finally:
+            await pool.putconn(conn)
 
     # ------------------------------------------------------------------ schema
 
@@ -235,9 +240,9 @@ class AsyncPostgresSaver(_SaverBase):
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
         async with self._cursor() as cur:
-            await cur.execute(self._q.read_tuples(sel.predicates), sel.params)
+            await cur.execute(self._q.get_tuple(sel.predicates), sel.params)
             rows = await cur.fetchall()
-        return next(_core.read_rows_to_tuples(self.serde, rows), None)
+        return _core.get_tuple_rows_to_tuple(self.serde, sel, rows)
 
     async def alist(
         self,
@@ -490,3 +495,17 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | N
             return [r[0] for r in await cur.fetchall()]
     except _MISSING_SCHEMA:
         return None
+
+
+@asynccontextmanager
+async def _op_cursor(conn: AsyncConnection[Any]) -> AsyncIterator[AsyncCursor[TupleRow]]:
+    """A binary tuple cursor for one saver statement, in autocommit (see autocommit_if_idle)."""
+    switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
+    if switched:
+        await conn.set_autocommit(True)
+    try:
+        async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            yield cur
+    finally:
+        if switched:
+            await arestore_autocommit(conn)

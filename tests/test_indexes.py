@@ -65,10 +65,14 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
     last = hist.nodes[-1].checkpoint_id
     cases: dict[str, tuple[bytes, dict[str, Any]]] = {
         "get_tuple latest": (
-            q.read_tuples(("thread", "ns")),
-            {"thread_id": tid, "checkpoint_ns": "", "limit": 1},
+            q.get_tuple(("thread", "ns")),
+            {"thread_id": tid, "checkpoint_ns": ""},
         ),
         "get_tuple by id": (
+            q.get_tuple(("thread", "ns", "id")),
+            {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last},
+        ),
+        "list by id": (
             q.read_tuples(("thread", "ns", "id")),
             {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last, "limit": 1},
         ),
@@ -155,10 +159,14 @@ def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode:
         )
         cases: dict[str, tuple[bytes, dict[str, Any]]] = {
             "get_tuple latest": (
-                q.read_tuples(("thread", "ns")),
-                {"thread_id": "t-7", "checkpoint_ns": "", "limit": 1},
+                q.get_tuple(("thread", "ns")),
+                {"thread_id": "t-7", "checkpoint_ns": ""},
             ),
             "get_tuple by id": (
+                q.get_tuple(("thread", "ns", "id")),
+                {"thread_id": "t-7", "checkpoint_ns": "", "checkpoint_id": "c-000007"},
+            ),
+            "list by id": (
                 q.read_tuples(("thread", "ns", "id")),
                 {"thread_id": "t-7", "checkpoint_ns": "", "checkpoint_id": "c-000007", "limit": 1},
             ),

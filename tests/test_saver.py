@@ -258,9 +258,14 @@ def test_pending_writes_come_in_writes_sort_key_order(saver: PostgresSaver) -> N
     saver.put_writes(stored, [("c", 3)], "task-a", "~2")
     saver.put_writes(stored, [("c", 4)], "task-z", "")
     saver.put_writes(stored, [("c", 5)], "task-c", "~1")
+    saver.put_writes(stored, [("c", 6)], "task-\u00e9", "~1")  # code point order: after "task-c"
+    saver.put_writes(stored, [("c", 7)], "task-\U0001f600", "~1")  # astral: after the BMP
     tup = saver.get_tuple(stored)
     assert tup is not None
-    assert [w[2] for w in tup.pending_writes or []] == [4, 1, 2, 5, 3]
+    assert [w[2] for w in tup.pending_writes or []] == [4, 1, 2, 5, 6, 7, 3]
+    # get_tuple (one checkpoint, ordered by the client) and list (ordered by Postgres) agree
+    (listed,) = saver.list(stored)
+    assert listed.pending_writes == tup.pending_writes
 
 
 # ---------------------------------------------------------------- bad input
