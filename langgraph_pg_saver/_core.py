@@ -370,14 +370,17 @@ def read_rows_to_tuples(
 ) -> Iterator[CheckpointTuple]:
     """The rows of ``read_tuples`` (values, then writes, then checkpoints) as CheckpointTuples.
 
-    Each checkpoint decodes its own copy of a shared value, so no two tuples share a mutable object.
+    A value that several checkpoints share is decoded once when it decodes to an immutable object
+    (str, int, float, bool, bytes, None: most state of a long thread); any other value is decoded
+    for each checkpoint, so no two tuples share a mutable object.
     """
-    values: dict[tuple[str, str, str, str], tuple[str, bytes | None]] = {}
+    values: dict[tuple[str, str, str, str], list[Any]] = {}
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]] = {}
     for row in rows:
         kind = row[0]
         if kind == 0:
-            values[(row[1], row[2], row[3], row[4])] = (row[5], row[6])
+            # type, data, and the decoded value once known to be shareable
+            values[(row[1], row[2], row[3], row[4])] = [row[5], row[6], _UNSET]
         elif kind == 1:
             writes.setdefault((row[1], row[2], row[3]), []).append((row[4], row[7], row[5], row[6]))
         else:
@@ -395,6 +398,10 @@ def _stored_version(version: object) -> str | None:
         return None
 
 
+_UNSET = object()
+_SHAREABLE = frozenset({str, int, float, bool, bytes, type(None)})
+
+
 def _load(serde: SerializerProtocol, type_: str, data: bytes | None) -> Any:
     return serde.loads_typed((type_, data if data is not None else b""))
 
@@ -402,7 +409,7 @@ def _load(serde: SerializerProtocol, type_: str, data: bytes | None) -> Any:
 def _checkpoint_tuple(
     serde: SerializerProtocol,
     row: Sequence[Any],
-    values: dict[tuple[str, str, str, str], tuple[str, bytes | None]],
+    values: dict[tuple[str, str, str, str], list[Any]],
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]],
 ) -> CheckpointTuple:
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
@@ -413,7 +420,12 @@ def _checkpoint_tuple(
         key = version if type(version) is str else _stored_version(version)
         found = None if key is None else values.get((thread_id, checkpoint_ns, channel, key))
         if found is not None:
-            channel_values[channel] = _load(serde, *found)
+            value = found[2]
+            if value is _UNSET:
+                value = _load(serde, found[0], found[1])
+                if type(value) in _SHAREABLE:
+                    found[2] = value
+            channel_values[channel] = value
     checkpoint["channel_values"] = channel_values
     metadata = row[11] if row[12] is None else unpack_typed(serde, row[12])
     pending: list[PendingWrite] = [

@@ -59,16 +59,21 @@ def test_list_of_a_thread_without_namespace_merges_every_namespace(saver: Postgr
 
 def test_listed_checkpoints_do_not_share_value_objects(saver: PostgresSaver) -> None:
     cfg = config("t")
+    shared = {"items": ["a", "b"], "map": {"k": [1]}, "text": "same", "blob": b"\x00b"}
     for step in range(3):
-        cp = checkpoint({"items": ["a", "b"], "step": step}, {"items": 1, "step": step + 1})
-        cfg = saver.put(
-            cfg, cp, {}, {"items": 1, "step": step + 1} if step == 0 else {"step": step + 1}
-        )
+        cp = checkpoint({**shared, "step": step}, {**dict.fromkeys(shared, 1), "step": step + 1})
+        new = dict.fromkeys(shared, 1) if step == 0 else {}
+        cfg = saver.put(cfg, cp, {}, {**new, "step": step + 1})
     first, second, third = saver.list(config("t"))
     assert first.checkpoint["channel_values"]["items"] == ["a", "b"]
     first.checkpoint["channel_values"]["items"].append("mutated")
-    assert second.checkpoint["channel_values"]["items"] == ["a", "b"]
-    assert third.checkpoint["channel_values"]["items"] == ["a", "b"]
+    first.checkpoint["channel_values"]["map"]["k"].append(2)
+    for other in (second, third):
+        assert other.checkpoint["channel_values"]["items"] == ["a", "b"]
+        assert other.checkpoint["channel_values"]["map"] == {"k": [1]}
+        # immutable values may be one object: nothing can change them
+        assert other.checkpoint["channel_values"]["text"] == "same"
+        assert other.checkpoint["channel_values"]["blob"] == b"\x00b"
     assert [t.checkpoint["channel_values"]["step"] for t in (first, second, third)] == [2, 1, 0]
 
 
