@@ -213,7 +213,7 @@ FLOORS = (
     " get_tuple: the same rows read by primary key in one prepared statement, not decoded;"
     " list: one round trip; graphs: LangGraph over a saver doing one durable 1-row INSERT per"
     " put and put_writes over the same driver; get_state: LangGraph with InMemorySaver."
-    " best: official / floor"
+    " Single-operation floors run interleaved with the savers' calls. best: official / floor"
 )
 
 ROWS_FLOOR_SQL = """
@@ -314,6 +314,7 @@ class Bench:
         # what no Postgres saver can beat: InMemorySaver for the graph workloads, one round trip or
         # one durable commit for the single operations (same units as the workload)
         self.floors: dict[str, list[float]] = {}
+        self.floor_ops: dict[str, Callable[[int], Any]] = {}  # set by run_single_ops
         self.memory = InMemorySaver()
 
     def floor(self, workload: str, value: float) -> None:
@@ -331,53 +332,15 @@ class Bench:
             )
 
     def run_floors(self, r: int) -> None:
-        """Per round: the floors next to which the savers' figures are read (see FLOORS)."""
+        """Per round: the graph workloads' floors (see FLOORS); the single operations' floors run
+        interleaved with the savers' calls (single_op_floors)."""
         with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
-            conn.execute("ALTER TABLE bench_floor ALTER v SET STORAGE MAIN")
-
-            def timed(n: int, op: Callable[[int], Any]) -> float:
-                timings = []
-                for i in range(n):
-                    t0 = time.perf_counter()
-                    op(i)
-                    timings.append(time.perf_counter() - t0)
-                return median_ms(timings)
-
-            def insert(sizes: tuple[int, ...]) -> Callable[[int], Any]:
-                rows = ", ".join(["(%s, %s)"] * len(sizes))
-
-                def op(i: int) -> Any:
-                    args: list[Any] = []
-                    for size in sizes:
-                        args += [uuid.uuid4().int >> 65, os.urandom(size)]
-                    return conn.execute(f"INSERT INTO bench_floor VALUES {rows}", args)
-
-                return op
-
-            trip = timed(150, lambda i: conn.execute("SELECT 1").fetchone())
-            self.floor("put", timed(150, insert((2000, 2000, 700))))
-            self.floor("put_writes", timed(150, insert((1000, 1000, 1000))))
-            for w in ("list(thread, limit=20)", "list(None, filter)"):
-                self.floor(w, trip)
-            rows = self.rows_floor(conn)
-            self.floor("get_tuple latest", timed(150, lambda i: rows(None)))
-            ids = [c["configurable"]["checkpoint_id"] for c in self.fixtures["ours"]["t200"]]
-            self.floor("get_tuple by id", timed(150, lambda i: rows(rng.choice(ids))))
-
             graph = eight_nodes().compile(checkpointer=DriverFloor(conn))
             t0 = time.perf_counter()
             for i in range(8):
                 graph.invoke({"log": []}, {"configurable": {"thread_id": f"floor-graph-{r}-{i}"}})
             self.floor("graph superstep (sync)", (time.perf_counter() - t0) / (8 * 9) * 1000)
-        dgraph = delta_loop().compile(checkpointer=self.memory)
-        for steps_ in (300, 2000 if self.quick else 20_000):
-            timings = []
-            for _ in range(GET_STATE_CALLS[steps_ == 300]):
-                t0 = time.perf_counter()
-                dgraph.get_state({"configurable": {"thread_id": f"memory-delta-{steps_}"}})
-                timings.append(time.perf_counter() - t0)
-            self.floor(f"DeltaChannel get_state @{steps_}", median_ms(timings))
 
         async def concurrent() -> None:
             pool = AsyncConnectionPool(
@@ -404,6 +367,42 @@ class Bench:
                 await pool.close()
 
         asyncio.run(concurrent())
+
+    def single_op_floors(self, conn: psycopg.Connection[Any]) -> dict[str, Callable[[int], Any]]:
+        """The single-operation floors (see FLOORS), as ops that alternate with the savers' calls."""
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
+        conn.execute("ALTER TABLE bench_floor ALTER v SET STORAGE MAIN")
+
+        def insert(sizes: tuple[int, ...]) -> Callable[[int], Any]:
+            rows = ", ".join(["(%s, %s)"] * len(sizes))
+
+            def op(i: int) -> Any:
+                args: list[Any] = []
+                for size in sizes:
+                    args += [uuid.uuid4().int >> 65, os.urandom(size)]
+                return conn.execute(f"INSERT INTO bench_floor VALUES {rows}", args)
+
+            return op
+
+        rows = self.rows_floor(conn)
+        ids = [c["configurable"]["checkpoint_id"] for c in self.fixtures["ours"]["t200"]]
+        picks = [rng.choice(ids) for _ in range(1000)]
+        trip: Callable[[int], Any] = lambda i: conn.execute("SELECT 1").fetchone()  # noqa: E731
+        memory_graph = delta_loop().compile(checkpointer=self.memory)
+        floors: dict[str, Callable[[int], Any]] = {
+            "put": insert((2000, 2000, 700)),
+            "put_writes": insert((1000, 1000, 1000)),
+            "get_tuple latest": lambda i: rows(None),
+            "get_tuple by id": lambda i: rows(picks[i % len(picks)]),
+            "list(thread, limit=20)": trip,
+            "list(None, filter)": trip,
+        }
+        for steps in (300, 2000 if self.quick else 20_000):
+            config = {"configurable": {"thread_id": f"memory-delta-{steps}"}}
+            floors[f"DeltaChannel get_state @{steps}"] = (
+                lambda i, config=config: memory_graph.get_state(config)  # type: ignore[misc]
+            )
+        return floors
 
     def rows_floor(self, conn: psycopg.Connection[Any]) -> Callable[[str | None], Any]:
         """The rows get_tuple must read, in one prepared statement with no decoding: the checkpoint
@@ -460,21 +459,43 @@ class Bench:
             )
 
     def alternate(
-        self, workload: str, n: int, op: Callable[[str, int], Any], unit: str = "ms"
+        self,
+        workload: str,
+        n: int,
+        op: Callable[[str, int], Any],
+        unit: str = "ms",
+        floor: Callable[[int], Any] | None = None,
     ) -> None:
-        """n calls of op for each saver, alternating call by call (the first saver alternates too),
-        so both see the same moments of a noisy machine; records each saver's median. An op that
-        returns a float reports its own timing (Chain.step times the put alone)."""
-        timings: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+        """n calls of op for each saver, and of the workload's floor, interleaved call by call (who
+        goes first rotates), so all see the same moments of a noisy machine and the same cache
+        state: a call that follows another backend's call runs on colder CPU caches, and a floor
+        timed on its own looked 2x cheaper than the same statement timed between the savers' calls.
+        Records each saver's median and the floor's. An op that returns a float reports its own
+        timing (Chain.step times the put alone)."""
+        floor = floor or self.floor_ops.get(workload)
+        parties: tuple[str, ...] = IMPLS + (("floor",) if floor is not None else ())
+        timings: dict[str, list[float]] = {p: [] for p in parties}
         for i in range(n):
-            for impl in IMPLS if i % 2 == 0 else IMPLS[::-1]:
+            k = i % len(parties)
+            for who in parties[k:] + parties[:k]:
                 t0 = time.perf_counter()
-                took = op(impl, i)
-                timings[impl].append(took if isinstance(took, float) else time.perf_counter() - t0)
+                took = floor(i) if who == "floor" else op(who, i)  # type: ignore[misc]
+                timings[who].append(took if isinstance(took, float) else time.perf_counter() - t0)
         for impl in IMPLS:
             self.record(workload, impl, median_ms(timings[impl]), unit)
+        if floor is not None:
+            self.floor(workload, median_ms(timings["floor"]))
 
     def run_single_ops(self, savers: dict[str, BaseCheckpointSaver[Any]], r: int) -> None:
+        """The single operations, each interleaved with its floor (single_op_floors)."""
+        with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
+            self.floor_ops = self.single_op_floors(conn)
+            try:
+                self._run_single_ops(savers, r)
+            finally:
+                self.floor_ops = {}
+
+    def _run_single_ops(self, savers: dict[str, BaseCheckpointSaver[Any]], r: int) -> None:
         fx = self.fixtures
         # put: 12 channels, 2 changed per put, ~2 KB values (the first put, of all 12, is not timed)
         chains = {impl: Chain(savers[impl], f"{impl}-put-{r}") for impl in IMPLS}
