@@ -117,14 +117,8 @@ CROSS JOIN LATERAL (
 ) AS s
 UNION ALL
 SELECT 1, wr.task_id, wr.channel, wr.type, wr.blob, wr.task_path, wr.idx, NULL, NULL, NULL
-FROM c
-CROSS JOIN LATERAL (
-    SELECT w.task_id, w.channel, w.type, w.blob, w.task_path, w.idx
-    FROM {schema}.pgsaver_writes AS w
-    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-      AND w.checkpoint_id = c.checkpoint_id
-    OFFSET 0
-) AS wr
+FROM c AS k
+{_writes_of_k}
 
 -- name: read_tuples
 -- get_tuple and list: the checkpoints chosen by {where}, newest first, as rows of three kinds, so that
@@ -211,13 +205,7 @@ SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
        wr.type, wr.blob, wr.channel, wr.task_path, wr.idx,
        NULL, NULL, NULL
 FROM k
-CROSS JOIN LATERAL (
-    SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
-    FROM {schema}.pgsaver_writes AS w
-    WHERE w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
-      AND w.checkpoint_id = k.checkpoint_id
-    OFFSET 0
-) AS wr
+{_writes_of_k}
 UNION ALL
 SELECT 2, k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id,
        c.type, c.checkpoint, NULL, NULL, NULL,
@@ -232,6 +220,17 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS c
 ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
+
+-- name: _writes_of_k
+-- The pending writes of checkpoint k (thread_id, checkpoint_ns, checkpoint_id), by primary key: a
+-- correlated lookup per checkpoint (OFFSET 0 keeps it from becoming a hash of the writes table).
+CROSS JOIN LATERAL (
+    SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
+      AND w.checkpoint_id = k.checkpoint_id
+    OFFSET 0
+) AS wr
 
 -- name: _w_thread
 c.thread_id = %(thread_id)s
