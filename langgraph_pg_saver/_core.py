@@ -436,20 +436,19 @@ def _checkpoint_tuple(
 
 
 def get_tuple_rows_to_tuple(
-    serde: SerializerProtocol, sel: Select, rows: Sequence[Sequence[Any]]
+    serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
 ) -> CheckpointTuple | None:
-    """The rows of ``get_tuple`` (one checkpoint of ``sel``'s thread and namespace, in any order) as
+    """The rows of ``get_tuple`` (one checkpoint: values, writes in order, then the checkpoint) as
     a CheckpointTuple, or None when no checkpoint matched."""
     head: Sequence[Any] | None = None
     values: dict[str, tuple[str, bytes | None]] = {}
-    writes: list[tuple[str, str, int, str, str, bytes | None]] = []
+    pending: list[PendingWrite] = []
     for row in rows:
         kind = row[0]
         if kind == 0:
             values[row[1]] = (row[3], row[4])
         elif kind == 1:
-            # (task_path, task_id, idx): the writes' order everywhere (writes_sort_key)
-            writes.append((row[5], row[1], row[6], row[2], row[3], row[4]))
+            pending.append((row[1], row[2], _load(serde, row[3], row[4])))
         else:
             head = row
     if head is None:
@@ -461,13 +460,9 @@ def get_tuple_rows_to_tuple(
         channel: _load(serde, *values[channel]) for channel in versions or () if channel in values
     }
     metadata = head[8] if head[9] is None else unpack_typed(serde, head[9])
-    writes.sort(key=lambda w: w[:3])
-    pending: list[PendingWrite] = [
-        (task, channel, _load(serde, type_, data)) for _, task, _, channel, type_, data in writes
-    ]
     return _tuple(
-        sel.params["thread_id"],
-        sel.params["checkpoint_ns"],
+        head[10],
+        head[11],
         head[1],
         head[2],
         checkpoint,

@@ -242,7 +242,7 @@ class AsyncPostgresSaver(_SaverBase):
         async with self._cursor() as cur:
             await cur.execute(self._q.get_tuple(sel.predicates), sel.params)
             rows = await cur.fetchall()
-        return _core.get_tuple_rows_to_tuple(self.serde, sel, rows)
+        return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     async def alist(
         self,

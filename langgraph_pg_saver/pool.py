@@ -13,6 +13,12 @@ the stack are the ones psycopg_pool closes when the pool shrinks after ``max_idl
 the front, the longest-idle end, which is the same end here). Everything else (checks, resets,
 statistics, growing and shrinking, timeouts) is psycopg_pool's own.
 
+One consequence to know: with ``min_size`` above 1, the connections at the bottom of the stack can
+stay idle through a quiet spell longer than a server's or a proxy's idle timeout, and psycopg_pool
+enforces ``max_lifetime`` only when a connection is returned. Behind something that drops idle
+connections, pass ``pool_kwargs={"check": ConnectionPool.check_connection}`` (one extra round trip per
+checkout) or keep ``min_size=1`` (the default; idle extras are closed after ``max_idle``).
+
 The order is the only thing touched, through the pool's ready-connection deque. If a future
 psycopg_pool stores idle connections differently, these pools silently behave like their parents
 (first in, first out), which is correct, only slower; the test suite checks the order so that such a
@@ -41,8 +47,10 @@ class LifoConnectionPool(ConnectionPool[CT]):
     """A :class:`psycopg_pool.ConnectionPool` that reuses the most recently returned connection."""
 
     def _get_ready_connection(self, timeout: float | None) -> Any:
-        # called by getconn with the pool's lock held
-        _newest_to_front(self)
+        # called by getconn with the pool's lock held; a call that is about to time out takes
+        # nothing, so it leaves the order alone
+        if timeout is None or timeout > 0.0:
+            _newest_to_front(self)
         return super()._get_ready_connection(timeout)
 
 
@@ -51,5 +59,6 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
     connection."""
 
     async def _get_ready_connection(self, timeout: float | None) -> Any:
-        _newest_to_front(self)
+        if timeout is None or timeout > 0.0:
+            _newest_to_front(self)
         return await super()._get_ready_connection(timeout)

@@ -234,7 +234,7 @@ class PostgresSaver(_SaverBase):
         sel = _core.get_tuple_select(config)
         with self._cursor() as cur:
             rows = cur.execute(self._q.get_tuple(sel.predicates), sel.params).fetchall()
-        return _core.get_tuple_rows_to_tuple(self.serde, sel, rows)
+        return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     def list(
         self,

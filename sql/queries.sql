@@ -86,13 +86,13 @@ FROM (
 -- name: get_tuple
 -- One checkpoint (the newest chosen by {where}: thread and namespace, and the id when given) with its
 -- values and pending writes. read_tuples does the same for many checkpoints; for one, there is no
--- value shared between checkpoints to fold (no DISTINCT), nothing to sort (the client orders the few
--- writes) and no thread or namespace to repeat on every row (the caller knows them): about a fifth
--- less than read_tuples. Values and writes are looked up by primary key through LATERAL ... OFFSET 0,
+-- value shared between checkpoints to fold (no DISTINCT), only a few rows to sort, and no thread or
+-- namespace to repeat on every row: about a fifth less than read_tuples. Values and writes are looked up by primary key through LATERAL ... OFFSET 0,
 -- so no statistics can turn a lookup into a hash of the thread's values. Rows:
---   kind 2 (first): checkpoint id, parent id, type, body, channel_versions, metadata, metadata_exact;
 --   kind 0: channel, version, type, value (the channel's value at this checkpoint's version);
---   kind 1: task id, channel, type, value, task path, idx (a pending write).
+--   kind 1: task id, channel, type, value, task path, idx (a pending write, in writes_sort_key order);
+--   kind 2: checkpoint id, parent id, type, body, channel_versions, metadata, metadata_exact, thread,
+--           namespace.
 WITH c AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
            c.channel_versions, c.metadata, c.metadata_exact
@@ -102,10 +102,11 @@ WITH c AS MATERIALIZED (
     LIMIT 1
 )
 SELECT 2 AS kind, c.checkpoint_id AS a, c.parent_checkpoint_id AS b, c.type, c.checkpoint AS body,
-       NULL::text AS task_path, NULL::integer AS idx, c.channel_versions, c.metadata, c.metadata_exact
+       NULL::text AS task_path, NULL::integer AS idx, c.channel_versions, c.metadata, c.metadata_exact,
+       c.thread_id, c.checkpoint_ns
 FROM c
 UNION ALL
-SELECT 0, e.key, e.value, s.type, s.blob, NULL, NULL, NULL, NULL, NULL
+SELECT 0, e.key, e.value, s.type, s.blob, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM c
 CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
 CROSS JOIN LATERAL (
@@ -116,9 +117,12 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS s
 UNION ALL
-SELECT 1, wr.task_id, wr.channel, wr.type, wr.blob, wr.task_path, wr.idx, NULL, NULL, NULL
+SELECT 1, wr.task_id, wr.channel, wr.type, wr.blob, wr.task_path, wr.idx, NULL, NULL, NULL, NULL, NULL
 FROM c AS k
 {_writes_of_k}
+-- writes in writes_sort_key order, compared as in read_tuples (the columns are COLLATE "C": byte order in
+-- the database's encoding); a sort of a dozen rows
+ORDER BY kind, task_path, a, idx
 
 -- name: read_tuples
 -- get_tuple and list: the checkpoints chosen by {where}, newest first, as rows of three kinds, so that
