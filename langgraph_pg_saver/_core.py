@@ -318,7 +318,6 @@ def get_tuple_select(config: RunnableConfig) -> Select:
     params: Params = {
         "thread_id": keys.thread_id,
         "checkpoint_ns": keys.checkpoint_ns,
-        "limit": 1,
     }
     if keys.checkpoint_id is None:
         return Select(("thread", "ns"), params)

@@ -135,7 +135,7 @@ def test_get_tuple_select() -> None:
     assert _core.get_tuple_select(cfg(thread_id="t")).predicates == ("thread", "ns")
     sel = _core.get_tuple_select(cfg(thread_id="t", checkpoint_id="c"))
     assert sel.predicates == ("thread", "ns", "id")
-    assert sel.params["limit"] == 1
+    assert sel.params == {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
 
 
 def test_next_version() -> None:
