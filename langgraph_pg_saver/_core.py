@@ -47,6 +47,8 @@ class Keys(NamedTuple):
 
 def _text(value: object, what: str) -> str:
     """A key as Postgres text: str() of it, valid UTF-8 without NUL characters (text cannot hold them)."""
+    if type(value) is str and value.isascii() and "\x00" not in value:
+        return value  # the common case, on every hot call: two C-level scans
     text = value if isinstance(value, str) else str(value)
     if "\x00" in text:
         raise InvalidInputError(
@@ -149,30 +151,48 @@ def _reject(obj: Any) -> Any:
     raise TypeError(type(obj).__name__)
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def _has_non_str_keys(obj: Any) -> bool:
-    if isinstance(obj, dict):
-        return any(not isinstance(k, str) or _has_non_str_keys(v) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return any(_has_non_str_keys(v) for v in obj)
+    """Whether a dict anywhere inside ``obj`` (through dicts, lists and tuples) has a non-str key."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if not isinstance(key, str):
+                    return True
+                if isinstance(value, _CONTAINERS):
+                    stack.append(value)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(v for v in item if isinstance(v, _CONTAINERS))
     return False
 
 
-def encode_json(obj: Any) -> tuple[str, bool]:
+# json.dumps builds a new encoder on every call that passes options: build them once (they keep no
+# state between calls)
+_STRICT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_reject)
+_SAFE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     """JSON text for a jsonb column, and whether it lost anything.
 
     Lossy: NUL characters and lone surrogates (jsonb cannot hold them), non-JSON values, non-string
-    keys. Tuples becoming lists is not counted: LangGraph reads its own metadata that way.
+    keys (not looked for when ``check_keys`` is false). Tuples becoming lists is not counted:
+    LangGraph reads its own metadata that way.
     """
     try:
-        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=_reject)
+        text = _STRICT_JSON.encode(obj)
         if not text.isascii():
             text.encode("utf-8")
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
-        return json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False), True
+        return _SAFE_JSON.encode(_json_safe(obj)), True
     if "\\u0000" in text:  # may also be a literal backslash-u0000: re-encoding is then a no-op
-        safe = json.dumps(_json_safe(obj), ensure_ascii=False, allow_nan=False)
+        safe = _SAFE_JSON.encode(_json_safe(obj))
         return safe, safe != text
-    if _has_non_str_keys(obj):
+    if check_keys and _has_non_str_keys(obj):
         return text, True
     return text, False
 
@@ -223,9 +243,13 @@ def put_params(
             blobs.append(None)
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
     body_type, body_bytes = serde.dumps_typed(body)
-    for channel in checkpoint["channel_versions"]:
-        _text(channel, "channel name")
-    versions_json, _ = encode_json(checkpoint["channel_versions"])
+    all_versions = checkpoint["channel_versions"]
+    # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
+    # anything else is checked name by name, for a clear error
+    versions_json, lossy = encode_json(all_versions, check_keys=False)
+    if lossy or not versions_json.isascii():
+        for channel in all_versions:
+            _text(channel, "channel name")
     merged = merge_metadata(config, metadata)
     metadata_json, lossy = encode_json(merged)
     run_id = merged.get("run_id")
@@ -247,13 +271,29 @@ def put_params(
     }
 
 
-def put_result(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
-    keys = config_keys(config)
+#: a statement whose values exceed this many bytes runs on a cursor of its own, which is dropped
+#: afterwards: a reused cursor keeps its last parameters until the connection's next statement
+KEEP_CURSOR_MAX_BYTES = 256 * 1024
+
+
+def params_nbytes(params: Params) -> int:
+    """The bytes of the bytea values in ``params`` (what a kept cursor would hold on to)."""
+    total = 0
+    for value in params.values():
+        if type(value) is bytes:
+            total += len(value)
+        elif type(value) is ByteaArray:
+            total += sum(len(b) for b in value if b is not None)
+    return total
+
+
+def put_result(params: Params) -> RunnableConfig:
+    """The config ``put`` returns: the stored checkpoint's thread, namespace and id."""
     return {
         "configurable": {
-            "thread_id": keys.thread_id,
-            "checkpoint_ns": keys.checkpoint_ns,
-            "checkpoint_id": checkpoint["id"],
+            "thread_id": params["thread_id"],
+            "checkpoint_ns": params["checkpoint_ns"],
+            "checkpoint_id": params["checkpoint_id"],
         }
     }
 

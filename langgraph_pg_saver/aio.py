@@ -30,6 +30,7 @@ from ._base import (
     _SaverBase,
     arestore_autocommit,
     needs_autocommit_switch,
+    small_result_cursor,
 )
 from ._lifecycle import Report
 from ._sql import Queries
@@ -194,6 +195,28 @@ class AsyncPostgresSaver(_SaverBase):
         finally:
             await pool.putconn(conn)
 
+    async def _fetch(self, query: bytes, params: _core.Params, rows: int) -> Any:
+        """Run one hot-path statement; see :meth:`PostgresSaver._fetch`."""
+        pool = self._pool
+        if pool is None or self._closed:
+            async with self._cursor() as cur:
+                return await _fetch_rows(await cur.execute(query, params), rows)
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        conn = await pool.getconn()
+        try:
+            if conn.autocommit:
+                cur = (
+                    small_result_cursor(conn)
+                    if rows >= 0 and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
+                    else conn.cursor(binary=True, row_factory=tuple_row)
+                )
+                return await _fetch_rows(await cur.execute(query, params), rows)
+            async with _op_cursor(conn) as cur:
+                return await _fetch_rows(await cur.execute(query, params), rows)
+        finally:
+            await pool.putconn(conn)
+
     # ------------------------------------------------------------------ schema
 
     async def setup(self, *, check: bool = False) -> None:
@@ -239,9 +262,7 @@ class AsyncPostgresSaver(_SaverBase):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
-        async with self._cursor() as cur:
-            await cur.execute(self._q.get_tuple(sel.predicates), sel.params)
-            rows = await cur.fetchall()
+        rows = await self._fetch(self._q.get_tuple(sel.predicates), sel.params, -1)
         return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     async def alist(
@@ -254,9 +275,7 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints newest first; every criterion runs in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        async with self._cursor() as cur:
-            await cur.execute(self._q.read_tuples(sel.predicates), sel.params)
-            rows = await cur.fetchall()
+        rows = await self._fetch(self._q.read_tuples(sel.predicates), sel.params, -1)
         for tup in _core.read_rows_to_tuples(self.serde, rows):
             yield tup
 
@@ -269,14 +288,11 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and its changed channel values (one statement)."""
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        async with self._cursor() as cur:
-            await cur.execute(self._q["put"], params)
-            stored = await cur.fetchone()
-        if stored is None:
+        if await self._fetch(self._q["put"], params, 1) is None:
             raise ParentCheckpointMissingError(
                 params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
             )
-        return _core.put_result(config, checkpoint)
+        return _core.put_result(params)
 
     async def aput_writes(
         self,
@@ -289,8 +305,7 @@ class AsyncPostgresSaver(_SaverBase):
         params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
         if params is None:
             return
-        async with self._cursor() as cur:
-            await cur.execute(self._q["put_writes"], params)
+        await self._fetch(self._q["put_writes"], params, 0)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``."""
@@ -495,6 +510,12 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | N
             return [r[0] for r in await cur.fetchall()]
     except _MISSING_SCHEMA:
         return None
+
+
+async def _fetch_rows(cur: AsyncCursor[TupleRow], rows: int) -> Any:
+    if rows == 1:
+        return await cur.fetchone()
+    return await cur.fetchall() if rows else None
 
 
 @asynccontextmanager

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
+import psycopg
+from helpers import checkpoint, config
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
@@ -101,3 +104,79 @@ async def test_async_from_conn_string_builds_lifo_pools(db_dsn: str) -> None:
     async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
         assert isinstance(saver._pool, AsyncLifoConnectionPool)
         assert isinstance(saver._pool, AsyncConnectionPool)
+
+
+# ---------------------------------------------------------------- the kept write cursor
+
+KEPT = "_lgps_small_result_cursor"
+
+
+def _params_bytes(cur: Any) -> int:
+    """The bytes of the last parameters a cursor holds (psycopg keeps them on its _query)."""
+    return sum(len(p) for p in (cur._query.params or []) if p is not None)
+
+
+def test_puts_reuse_one_cursor_per_connection_but_not_for_large_values(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, min_size=1, max_size=1) as saver:
+        stored = saver.put(config("t"), checkpoint({"a": "x"}), {}, {"a": 1})
+        with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            kept = getattr(conn, KEPT)
+        saver.put_writes(stored, [("a", "y")], "task")
+        stored = saver.put(stored, checkpoint({"a": "z"}, {"a": 2}), {}, {"a": 2})
+        with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            assert getattr(conn, KEPT) is kept
+        small = _params_bytes(kept)
+        assert 0 < small < 10_000
+        # a large value runs on a cursor of its own: the kept one does not hold on to it
+        big = "v" * (400 * 1024)
+        stored = saver.put(stored, checkpoint({"a": big}, {"a": 3}), {}, {"a": 3})
+        saver.put_writes(stored, [("a", big)], "task-2")
+        with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            assert getattr(conn, KEPT) is kept
+        assert _params_bytes(kept) == small
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["a"] == big
+        assert [w[2] for w in tup.pending_writes or []] == [big]
+
+
+async def test_async_puts_reuse_one_cursor_per_connection(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn, min_size=1, max_size=1) as saver:
+        stored = await saver.aput(config("t"), checkpoint({"a": "x"}), {}, {"a": 1})
+        async with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            kept = getattr(conn, KEPT)
+        await saver.aput_writes(stored, [("a", "y")], "task")
+        await saver.aput(stored, checkpoint({"a": "z"}, {"a": 2}), {}, {"a": 2})
+        async with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            assert getattr(conn, KEPT) is kept
+        tup = await saver.aget_tuple(config("t"))
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["a"] == "z"
+
+
+class _NoNewAttributes(psycopg.Connection[Any]):
+    """A connection class that refuses attributes it does not know (as one with __slots__ would)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == KEPT:
+            raise AttributeError(name)
+        super().__setattr__(name, value)
+
+
+def test_a_connection_that_takes_no_attributes_gets_a_new_cursor_each_time(db_dsn: str) -> None:
+    pool: ConnectionPool[Any] = ConnectionPool(
+        db_dsn,
+        min_size=1,
+        max_size=1,
+        connection_class=_NoNewAttributes,
+        kwargs={"autocommit": True},
+        open=True,
+    )
+    with pool, PostgresSaver(pool) as saver:
+        stored = saver.put(config("t"), checkpoint({"a": "x"}), {}, {"a": 1})
+        saver.put_writes(stored, [("a", "y")], "task")
+        tup = saver.get_tuple(config("t"))
+        assert tup is not None
+        assert tup.pending_writes == [("task", "a", "y")]
+        with pool.connection() as conn:
+            assert not hasattr(conn, KEPT)

@@ -88,6 +88,57 @@ def test_put_params_stores_only_new_versions_and_marks_missing_values_empty() ->
     assert body["id"] == "cp-2"
 
 
+def _body(versions: dict[str, object]) -> dict[str, object]:
+    return {
+        "v": 1,
+        "id": "cp",
+        "ts": "t",
+        "channel_values": {},
+        "channel_versions": versions,
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+
+
+def test_put_params_checks_every_channel_name_not_only_the_new_ones() -> None:
+    # names that are only in channel_versions (unchanged channels) are checked too
+    for bad, message in (("a\x00b", "NUL"), ("a\ud800", "surrogate")):
+        with pytest.raises(InvalidInputError, match=f"channel name.*{message}"):
+            _core.put_params(SERDE, cfg(thread_id="t"), _body({"ok": 1, bad: 2}), {}, {"ok": 1})  # type: ignore[arg-type]
+    # non-ASCII names are fine, and so are names that look like escapes
+    params = _core.put_params(
+        SERDE,
+        cfg(thread_id="t"),
+        _body({"ü": 1, "\\u0000": 2}),
+        {},
+        {},  # type: ignore[arg-type]
+    )
+    assert params["channel_versions"] == '{"ü": 1, "\\\\u0000": 2}'
+
+
+def test_has_non_str_keys_looks_through_every_container() -> None:
+    assert not _core._has_non_str_keys({"a": [{"b": ({"c": 1},)}], "d": "x"})
+    assert _core._has_non_str_keys({"a": [{"b": ({"c": {1: "x"}},)}]})
+    assert _core._has_non_str_keys([({(1, 2): None},)])
+    assert not _core._has_non_str_keys("text")
+    # lossy metadata is kept exactly on the side
+    text, lossy = _core.encode_json({"a": [{"b": {2: "two"}}]})
+    assert (text, lossy) == ('{"a": [{"b": {"2": "two"}}]}', True)
+    assert _core.encode_json({2: "two"}, check_keys=False) == ('{"2": "two"}', False)
+
+
+def test_params_nbytes_counts_bytea_values() -> None:
+    params = _core.put_params(
+        SERDE,
+        cfg(thread_id="t"),
+        {**_body({"a": 1, "b": 1}), "channel_values": {"a": "x" * 1000}},  # type: ignore[arg-type]
+        {},
+        {"a": 1, "b": 1},
+    )
+    n = _core.params_nbytes(params)
+    assert len(params["checkpoint"]) + 1000 < n < len(params["checkpoint"]) + 1100
+
+
 def test_put_writes_params_idx_rules() -> None:
     params = _core.put_writes_params(
         SERDE,
