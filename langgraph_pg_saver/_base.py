@@ -68,6 +68,16 @@ class _SaverBase(BaseCheckpointSaver[str]):
         """Next channel version, compatible with the official Postgres saver's version strings."""
         return _core.next_version(current)
 
+    def _put_writes_sql(self, params: _core.Params) -> tuple[bytes, bytes | None]:
+        """put_writes' statement, and the upsert to fall back to (see the saver's ``_fetch``).
+
+        Writes to special channels (negative idx) replace earlier ones: an expected conflict,
+        handled by the upsert directly. Ordinary writes first try a plain INSERT.
+        """
+        if min(params["idxs"]) < 0:
+            return self._q["put_writes"], None
+        return self._q["put_writes_new"], self._q["put_writes"]
+
     def _check_open(self) -> None:
         if self._closed:
             raise SaverClosedError(f"{type(self).__name__} is closed; create or open a new one")

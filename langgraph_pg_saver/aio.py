@@ -195,12 +195,14 @@ class AsyncPostgresSaver(_SaverBase):
         finally:
             await pool.putconn(conn)
 
-    async def _fetch(self, query: bytes, params: _core.Params, rows: int) -> Any:
+    async def _fetch(
+        self, query: bytes, params: _core.Params, rows: int, upsert: bytes | None = None
+    ) -> Any:
         """Run one hot-path statement; see :meth:`PostgresSaver._fetch`."""
         pool = self._pool
         if pool is None or self._closed:
             async with self._cursor() as cur:
-                return await _fetch_rows(await cur.execute(query, params), rows)
+                return await _fetch_rows(await cur.execute(upsert or query, params), rows)
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
         conn = await pool.getconn()
@@ -211,9 +213,14 @@ class AsyncPostgresSaver(_SaverBase):
                     if rows >= 0 and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
                     else conn.cursor(binary=True, row_factory=tuple_row)
                 )
-                return await _fetch_rows(await cur.execute(query, params), rows)
+                if upsert is None:
+                    return await _fetch_rows(await cur.execute(query, params), rows)
+                try:
+                    return await _fetch_rows(await cur.execute(query, params), rows)
+                except errors.UniqueViolation:
+                    return await _fetch_rows(await cur.execute(upsert, params), rows)
             async with _op_cursor(conn) as cur:
-                return await _fetch_rows(await cur.execute(query, params), rows)
+                return await _fetch_rows(await cur.execute(upsert or query, params), rows)
         finally:
             await pool.putconn(conn)
 
@@ -305,7 +312,8 @@ class AsyncPostgresSaver(_SaverBase):
         params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
         if params is None:
             return
-        await self._fetch(self._q["put_writes"], params, 0)
+        query, upsert = self._put_writes_sql(params)
+        await self._fetch(query, params, 0, upsert)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``."""

@@ -182,9 +182,15 @@ class PostgresSaver(_SaverBase):
         finally:
             pool.putconn(conn)
 
-    def _fetch(self, query: bytes, params: _core.Params, rows: int) -> Any:
+    def _fetch(
+        self, query: bytes, params: _core.Params, rows: int, upsert: bytes | None = None
+    ) -> Any:
         """Run one hot-path statement and return its first row (``rows=1``), all of its rows
         (``rows=-1``) or nothing (``rows=0``).
+
+        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: it then runs
+        ``upsert`` instead. That is only done in autocommit, where the failed statement ends its
+        own transaction; inside a caller's transaction ``upsert`` runs directly.
 
         The same as ``with self._cursor() as cur`` without the two generator context managers, and,
         on a connection already in autocommit (the pools from_conn_string makes), without looking
@@ -195,7 +201,7 @@ class PostgresSaver(_SaverBase):
         pool = self._pool
         if pool is None or self._closed:
             with self._cursor() as cur:
-                return _fetch_rows(cur.execute(query, params), rows)
+                return _fetch_rows(cur.execute(upsert or query, params), rows)
         conn = pool.getconn()
         try:
             if conn.autocommit:
@@ -204,9 +210,14 @@ class PostgresSaver(_SaverBase):
                     if rows >= 0 and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
                     else conn.cursor(binary=True, row_factory=tuple_row)
                 )
-                return _fetch_rows(cur.execute(query, params), rows)
+                if upsert is None:
+                    return _fetch_rows(cur.execute(query, params), rows)
+                try:
+                    return _fetch_rows(cur.execute(query, params), rows)
+                except errors.UniqueViolation:
+                    return _fetch_rows(cur.execute(upsert, params), rows)
             with _op_cursor(conn) as cur:
-                return _fetch_rows(cur.execute(query, params), rows)
+                return _fetch_rows(cur.execute(upsert or query, params), rows)
         finally:
             pool.putconn(conn)
 
@@ -305,7 +316,8 @@ class PostgresSaver(_SaverBase):
         params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
         if params is None:
             return
-        self._fetch(self._q["put_writes"], params, 0)
+        query, upsert = self._put_writes_sql(params)
+        self._fetch(query, params, 0, upsert)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces."""

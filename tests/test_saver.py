@@ -252,6 +252,44 @@ def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(
     assert tup.pending_writes == [("task", "__interrupt__", "i2"), ("task", "ch", "first")]
 
 
+def test_a_repeated_ordinary_write_keeps_the_first_value_and_adds_the_new_ones(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    # ordinary writes go in with a plain INSERT; a row that exists makes it fall back to the upsert
+    stored = saver.put(config("t"), checkpoint(), {}, {})
+    saver.put_writes(stored, [("a", "first")], "task")
+    saver.put_writes(stored, [("a", "second"), ("b", "new")], "task")
+    saver.put_writes(stored, [("a", "third")], "task")
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.pending_writes == [("task", "a", "first"), ("task", "b", "new")]
+    assert count(db_dsn, "pgsaver_writes") == 2
+
+
+async def test_a_repeated_ordinary_write_keeps_the_first_value_async(
+    asaver: AsyncPostgresSaver,
+) -> None:
+    stored = await asaver.aput(config("t"), checkpoint(), {}, {})
+    await asaver.aput_writes(stored, [("a", "first")], "task")
+    await asaver.aput_writes(stored, [("a", "second"), ("b", "new")], "task")
+    tup = await asaver.aget_tuple(stored)
+    assert tup is not None
+    assert tup.pending_writes == [("task", "a", "first"), ("task", "b", "new")]
+
+
+def test_a_repeated_write_inside_the_callers_transaction_leaves_it_usable(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        saver = PostgresSaver(conn)
+        with conn.transaction():
+            stored = saver.put(config("t"), checkpoint(), {}, {})
+            saver.put_writes(stored, [("a", "first")], "task")
+            saver.put_writes(stored, [("a", "second")], "task")
+            assert conn.execute("SELECT count(*) FROM pgsaver_writes").fetchone() == (1,)
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.pending_writes == [("task", "a", "first")]
+
+
 def test_pending_writes_come_in_writes_sort_key_order(saver: PostgresSaver) -> None:
     stored = saver.put(config("t"), checkpoint(), {}, {})
     saver.put_writes(stored, [("c", 1), ("c", 2)], "task-b", "~1")
