@@ -188,17 +188,26 @@ WITH RECURSIVE ns AS (
 -- The rest of read_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
 -- checkpoints. Columns: kind, thread, namespace, checkpoint id | channel, parent id | task id | version,
 -- type, body | blob, write channel, task path, idx, channel_versions, metadata, metadata_exact.
-cv AS (
-    SELECT DISTINCT k.thread_id, k.checkpoint_ns, e.key COLLATE "C" AS channel,
-           e.value COLLATE "C" AS version
+-- kc reads each chosen checkpoint row once, for its versions (cv) and for its kind-2 row (~5% of a
+-- list(thread, 20) against reading it twice); k stays narrow, so choosing among many candidates
+-- (a filter, or a thread's many namespaces) sorts keys, not bodies.
+kc AS MATERIALIZED (
+    SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id, c.type,
+           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact
     FROM k
     CROSS JOIN LATERAL (
-        SELECT c.channel_versions FROM {schema}.pgsaver_checkpoints AS c
+        SELECT c.parent_checkpoint_id, c.type, c.checkpoint, c.channel_versions, c.metadata,
+               c.metadata_exact
+        FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
           AND c.checkpoint_id = k.checkpoint_id
         OFFSET 0
     ) AS c
-    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
+), cv AS (
+    SELECT DISTINCT kc.thread_id, kc.checkpoint_ns, e.key COLLATE "C" AS channel,
+           e.value COLLATE "C" AS version
+    FROM kc
+    CROSS JOIN LATERAL jsonb_each_text(kc.channel_versions) AS e
     -- Always true. The planner assumes 100 rows from any set-returning function, so a filter's
     -- generic plan (hundreds of chosen keys, a hundred channels each) was estimated above
     -- jit_above_cost and spent ~35 ms compiling; each of these is taken as a 1-in-3 filter.
@@ -222,18 +231,10 @@ SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
 FROM k
 {_writes_of_k}
 UNION ALL
-SELECT 2, k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id,
-       c.type, c.checkpoint, NULL, NULL, NULL,
-       c.channel_versions, c.metadata, c.metadata_exact
-FROM k
-CROSS JOIN LATERAL (
-    SELECT c.parent_checkpoint_id, c.type, c.checkpoint, c.channel_versions, c.metadata,
-           c.metadata_exact
-    FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns
-      AND c.checkpoint_id = k.checkpoint_id
-    OFFSET 0
-) AS c
+SELECT 2, kc.thread_id, kc.checkpoint_ns, kc.checkpoint_id, kc.parent_checkpoint_id,
+       kc.type, kc.checkpoint, NULL, NULL, NULL,
+       kc.channel_versions, kc.metadata, kc.metadata_exact
+FROM kc
 ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
 
 -- name: _writes_of_k
