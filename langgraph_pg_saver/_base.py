@@ -83,30 +83,47 @@ class _SaverBase(BaseCheckpointSaver[str]):
             raise SaverClosedError(f"{type(self).__name__} is closed; create or open a new one")
 
 
-_SMALL_RESULT_CURSOR = "_lgps_small_result_cursor"
+# What a hot-path statement returns, for the savers' _fetch: nothing, one row, the rows of one
+# checkpoint (get_tuple), or any number of rows (list).
+NO_ROWS, ONE_ROW, ONE_CHECKPOINT, ANY_ROWS = 0, 1, 2, 3
+_KEPT_CURSOR = "_lgps_kept_cursor"
 
 
 @overload
-def small_result_cursor(conn: Connection[Any]) -> Cursor[TupleRow]: ...
+def kept_cursor(conn: Connection[Any]) -> Cursor[TupleRow]: ...
 @overload
-def small_result_cursor(conn: AsyncConnection[Any]) -> AsyncCursor[TupleRow]: ...
-def small_result_cursor(
+def kept_cursor(conn: AsyncConnection[Any]) -> AsyncCursor[TupleRow]: ...
+def kept_cursor(
     conn: Connection[Any] | AsyncConnection[Any],
 ) -> Cursor[TupleRow] | AsyncCursor[TupleRow]:
-    """The connection's cursor for statements whose result is at most a row (put, put_writes).
+    """The connection's own cursor for the saver's small statements (put, put_writes, get_tuple).
 
     Made once per connection and kept on it: a new cursor costs a transformer and its empty caches
-    (~25 µs of a put's Python, measured). Only the thread that checked the connection out uses it,
-    and it only ever holds a one-row result between calls; statements that return many rows get
-    a cursor of their own, so a large result is never kept alive by the connection.
+    (~25 µs of a put's Python, measured). Only the thread that checked the connection out uses it.
+    A cursor keeps its last parameters and result until its next statement, so it is used only
+    where both are small (see use_kept_cursor and holds_large_result); list() and large values get a
+    cursor of their own, dropped after the call.
     """
-    cur: Cursor[TupleRow] | AsyncCursor[TupleRow] | None = getattr(conn, _SMALL_RESULT_CURSOR, None)
+    cur: Cursor[TupleRow] | AsyncCursor[TupleRow] | None = getattr(conn, _KEPT_CURSOR, None)
     if cur is None or cur.closed:
         cur = conn.cursor(binary=True, row_factory=tuple_row)
         # a connection class with __slots__ gets a new cursor every time
         with contextlib.suppress(AttributeError):
-            setattr(conn, _SMALL_RESULT_CURSOR, cur)
+            setattr(conn, _KEPT_CURSOR, cur)
     return cur
+
+
+def use_kept_cursor(returns: int, params: _core.Params) -> bool:
+    return returns != ANY_ROWS and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
+
+
+def holds_large_result(returns: int, result: Any) -> bool:
+    """Whether a kept cursor now holds a checkpoint too large to keep (the caller closes it, and
+    the connection's next call makes a new one)."""
+    return (
+        returns == ONE_CHECKPOINT
+        and _core.get_tuple_rows_nbytes(result) > _core.KEEP_CURSOR_MAX_BYTES
+    )
 
 
 def autocommit_if_idle(conn: Connection[Any]) -> bool:

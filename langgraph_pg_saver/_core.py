@@ -474,6 +474,11 @@ def _checkpoint_tuple(
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
 
 
+def get_tuple_rows_nbytes(rows: Sequence[Sequence[Any]]) -> int:
+    """The bytes of the values and body in the rows of ``get_tuple`` (column 4)."""
+    return sum(len(row[4]) for row in rows if row[4] is not None)
+
+
 def get_tuple_rows_to_tuple(
     serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
 ) -> CheckpointTuple | None:

@@ -25,12 +25,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import _core, _lifecycle, _migrate
 from ._base import (
+    ANY_ROWS,
     DEFAULT_PREPARE_THRESHOLD,
     DEFAULT_SCHEMA,
+    NO_ROWS,
+    ONE_CHECKPOINT,
+    ONE_ROW,
     _SaverBase,
     arestore_autocommit,
+    holds_large_result,
+    kept_cursor,
     needs_autocommit_switch,
-    small_result_cursor,
+    use_kept_cursor,
 )
 from ._lifecycle import Report
 from ._sql import Queries
@@ -196,31 +202,33 @@ class AsyncPostgresSaver(_SaverBase):
             await pool.putconn(conn)
 
     async def _fetch(
-        self, query: bytes, params: _core.Params, rows: int, upsert: bytes | None = None
+        self, query: bytes, params: _core.Params, returns: int, upsert: bytes | None = None
     ) -> Any:
         """Run one hot-path statement; see :meth:`PostgresSaver._fetch`."""
         pool = self._pool
         if pool is None or self._closed:
             async with self._cursor() as cur:
-                return await _fetch_rows(await cur.execute(upsert or query, params), rows)
+                return await _fetch_rows(await cur.execute(upsert or query, params), returns)
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
         conn = await pool.getconn()
         try:
             if conn.autocommit:
-                cur = (
-                    small_result_cursor(conn)
-                    if rows >= 0 and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
-                    else conn.cursor(binary=True, row_factory=tuple_row)
-                )
-                if upsert is None:
-                    return await _fetch_rows(await cur.execute(query, params), rows)
+                if use_kept_cursor(returns, params):
+                    cur = kept_cursor(conn)
+                else:
+                    cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
-                    return await _fetch_rows(await cur.execute(query, params), rows)
+                    result = await _fetch_rows(await cur.execute(query, params), returns)
                 except errors.UniqueViolation:
-                    return await _fetch_rows(await cur.execute(upsert, params), rows)
+                    if upsert is None:
+                        raise
+                    result = await _fetch_rows(await cur.execute(upsert, params), returns)
+                if holds_large_result(returns, result):
+                    await cur.close()
+                return result
             async with _op_cursor(conn) as cur:
-                return await _fetch_rows(await cur.execute(upsert or query, params), rows)
+                return await _fetch_rows(await cur.execute(upsert or query, params), returns)
         finally:
             await pool.putconn(conn)
 
@@ -269,7 +277,7 @@ class AsyncPostgresSaver(_SaverBase):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
-        rows = await self._fetch(self._q.get_tuple(sel.predicates), sel.params, -1)
+        rows = await self._fetch(self._q.get_tuple(sel.predicates), sel.params, ONE_CHECKPOINT)
         return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     async def alist(
@@ -282,7 +290,7 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints newest first; every criterion runs in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        rows = await self._fetch(self._q.read_tuples(sel.predicates), sel.params, -1)
+        rows = await self._fetch(self._q.read_tuples(sel.predicates), sel.params, ANY_ROWS)
         for tup in _core.read_rows_to_tuples(self.serde, rows):
             yield tup
 
@@ -295,7 +303,7 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and its changed channel values (one statement)."""
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        if await self._fetch(self._q["put"], params, 1) is None:
+        if await self._fetch(self._q["put"], params, ONE_ROW) is None:
             raise ParentCheckpointMissingError(
                 params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
             )
@@ -313,7 +321,7 @@ class AsyncPostgresSaver(_SaverBase):
         if params is None:
             return
         query, upsert = self._put_writes_sql(params)
-        await self._fetch(query, params, 0, upsert)
+        await self._fetch(query, params, NO_ROWS, upsert)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``."""
@@ -520,10 +528,10 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | N
         return None
 
 
-async def _fetch_rows(cur: AsyncCursor[TupleRow], rows: int) -> Any:
-    if rows == 1:
+async def _fetch_rows(cur: AsyncCursor[TupleRow], returns: int) -> Any:
+    if returns == ONE_ROW:
         return await cur.fetchone()
-    return await cur.fetchall() if rows else None
+    return None if returns == NO_ROWS else await cur.fetchall()
 
 
 @asynccontextmanager

@@ -25,12 +25,18 @@ from psycopg_pool import ConnectionPool
 
 from . import _core, _lifecycle, _migrate
 from ._base import (
+    ANY_ROWS,
     DEFAULT_PREPARE_THRESHOLD,
     DEFAULT_SCHEMA,
+    NO_ROWS,
+    ONE_CHECKPOINT,
+    ONE_ROW,
     _SaverBase,
     autocommit_if_idle,
+    holds_large_result,
+    kept_cursor,
     restore_autocommit,
-    small_result_cursor,
+    use_kept_cursor,
 )
 from ._lifecycle import Report
 from ._sql import Queries
@@ -183,10 +189,10 @@ class PostgresSaver(_SaverBase):
             pool.putconn(conn)
 
     def _fetch(
-        self, query: bytes, params: _core.Params, rows: int, upsert: bytes | None = None
+        self, query: bytes, params: _core.Params, returns: int, upsert: bytes | None = None
     ) -> Any:
-        """Run one hot-path statement and return its first row (``rows=1``), all of its rows
-        (``rows=-1``) or nothing (``rows=0``).
+        """Run one hot-path statement and return what it ``returns`` (``_base.NO_ROWS``: None,
+        ``ONE_ROW``: the first row or None, otherwise the list of rows).
 
         With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: it then runs
         ``upsert`` instead. That is only done in autocommit, where the failed statement ends its
@@ -194,30 +200,31 @@ class PostgresSaver(_SaverBase):
 
         The same as ``with self._cursor() as cur`` without the two generator context managers, and,
         on a connection already in autocommit (the pools from_conn_string makes), without looking
-        at its transaction status. Statements that return at most a row reuse the connection's
-        cursor unless their values are large (see _base.small_result_cursor). Together ~40 µs of
-        Python less per put.
+        at its transaction status, and on the connection's kept cursor where parameters and result
+        are small (see _base.kept_cursor). Together ~40 µs of Python less per put.
         """
         pool = self._pool
         if pool is None or self._closed:
             with self._cursor() as cur:
-                return _fetch_rows(cur.execute(upsert or query, params), rows)
+                return _fetch_rows(cur.execute(upsert or query, params), returns)
         conn = pool.getconn()
         try:
             if conn.autocommit:
-                cur = (
-                    small_result_cursor(conn)
-                    if rows >= 0 and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
-                    else conn.cursor(binary=True, row_factory=tuple_row)
-                )
-                if upsert is None:
-                    return _fetch_rows(cur.execute(query, params), rows)
+                if use_kept_cursor(returns, params):
+                    cur = kept_cursor(conn)
+                else:
+                    cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
-                    return _fetch_rows(cur.execute(query, params), rows)
+                    result = _fetch_rows(cur.execute(query, params), returns)
                 except errors.UniqueViolation:
-                    return _fetch_rows(cur.execute(upsert, params), rows)
+                    if upsert is None:
+                        raise
+                    result = _fetch_rows(cur.execute(upsert, params), returns)
+                if holds_large_result(returns, result):
+                    cur.close()
+                return result
             with _op_cursor(conn) as cur:
-                return _fetch_rows(cur.execute(upsert or query, params), rows)
+                return _fetch_rows(cur.execute(upsert or query, params), returns)
         finally:
             pool.putconn(conn)
 
@@ -272,7 +279,7 @@ class PostgresSaver(_SaverBase):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
-        rows = self._fetch(self._q.get_tuple(sel.predicates), sel.params, -1)
+        rows = self._fetch(self._q.get_tuple(sel.predicates), sel.params, ONE_CHECKPOINT)
         return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     def list(
@@ -285,7 +292,7 @@ class PostgresSaver(_SaverBase):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        rows = self._fetch(self._q.read_tuples(sel.predicates), sel.params, -1)
+        rows = self._fetch(self._q.read_tuples(sel.predicates), sel.params, ANY_ROWS)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         yield from _core.read_rows_to_tuples(self.serde, rows)
@@ -299,7 +306,7 @@ class PostgresSaver(_SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        if self._fetch(self._q["put"], params, 1) is None:
+        if self._fetch(self._q["put"], params, ONE_ROW) is None:
             raise ParentCheckpointMissingError(
                 params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
             )
@@ -317,7 +324,7 @@ class PostgresSaver(_SaverBase):
         if params is None:
             return
         query, upsert = self._put_writes_sql(params)
-        self._fetch(query, params, 0, upsert)
+        self._fetch(query, params, NO_ROWS, upsert)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces."""
@@ -448,10 +455,10 @@ def _op_cursor(conn: Connection[Any]) -> Iterator[Cursor[TupleRow]]:
             restore_autocommit(conn)
 
 
-def _fetch_rows(cur: Cursor[TupleRow], rows: int) -> Any:
-    if rows == 1:
+def _fetch_rows(cur: Cursor[TupleRow], returns: int) -> Any:
+    if returns == ONE_ROW:
         return cur.fetchone()
-    return cur.fetchall() if rows else None
+    return None if returns == NO_ROWS else cur.fetchall()
 
 
 def _read_applied(cur: Cursor[TupleRow], q: Queries) -> list[int] | None:

@@ -108,7 +108,7 @@ async def test_async_from_conn_string_builds_lifo_pools(db_dsn: str) -> None:
 
 # ---------------------------------------------------------------- the kept write cursor
 
-KEPT = "_lgps_small_result_cursor"
+KEPT = "_lgps_kept_cursor"
 
 
 def _params_bytes(cur: Any) -> int:
@@ -116,7 +116,9 @@ def _params_bytes(cur: Any) -> int:
     return sum(len(p) for p in (cur._query.params or []) if p is not None)
 
 
-def test_puts_reuse_one_cursor_per_connection_but_not_for_large_values(db_dsn: str) -> None:
+def test_small_statements_reuse_one_cursor_per_connection_but_keep_nothing_large(
+    db_dsn: str,
+) -> None:
     with PostgresSaver.from_conn_string(db_dsn, min_size=1, max_size=1) as saver:
         stored = saver.put(config("t"), checkpoint({"a": "x"}), {}, {"a": 1})
         with saver._pool.connection() as conn:  # type: ignore[union-attr]
@@ -134,10 +136,22 @@ def test_puts_reuse_one_cursor_per_connection_but_not_for_large_values(db_dsn: s
         with saver._pool.connection() as conn:  # type: ignore[union-attr]
             assert getattr(conn, KEPT) is kept
         assert _params_bytes(kept) == small
+        # get_tuple uses it too, but a large checkpoint it read is not kept: the cursor is closed
+        # and the next call makes a new one
         tup = saver.get_tuple(stored)
         assert tup is not None
         assert tup.checkpoint["channel_values"]["a"] == big
         assert [w[2] for w in tup.pending_writes or []] == [big]
+        assert kept.closed
+        saver.put_writes(stored, [("b", "small")], "task-3")
+        with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            again = getattr(conn, KEPT)
+        assert again is not kept
+        assert not again.closed
+        # a small checkpoint read stays on the kept cursor
+        small_config = saver.put(stored, checkpoint({"a": "s"}, {"a": 4}), {}, {"a": 4})
+        assert saver.get_tuple(small_config) is not None
+        assert not again.closed
 
 
 async def test_async_puts_reuse_one_cursor_per_connection(db_dsn: str) -> None:
