@@ -206,3 +206,26 @@ def test_merge_metadata_keeps_nuls_and_skips_reserved_keys() -> None:
         {"step": 1},  # type: ignore[typeddict-item]
     )
     assert merged == {"step": 1, "user": "u\x00", "m": 1}
+
+
+def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
+    from psycopg_pool import ConnectionPool
+
+    from langgraph_pg_saver import PostgresSaver
+
+    pool: ConnectionPool = ConnectionPool("postgresql://unused", open=False)
+    saver = PostgresSaver(pool)
+    q = saver._q
+    assert b"ON CONFLICT" not in q["put_writes_new"]
+    assert b"ON CONFLICT" in q["put_writes"]
+    ordinary = _core.put_writes_params(
+        SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1)], "t", ""
+    )
+    assert ordinary is not None
+    assert saver._put_writes_sql(ordinary) == (q["put_writes_new"], q["put_writes"])
+    # a special channel is expected to replace an earlier row: the upsert, with nothing to fall back to
+    special = _core.put_writes_params(
+        SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1), ("__interrupt__", 2)], "t", ""
+    )
+    assert special is not None
+    assert saver._put_writes_sql(special) == (q["put_writes"], None)
