@@ -101,7 +101,7 @@ def kept_cursor(
     Made once per connection and kept on it: a new cursor costs a transformer and its empty caches
     (~25 µs of a put's Python, measured). Only the thread that checked the connection out uses it.
     A cursor keeps its last parameters and result until its next statement, so it is used only
-    where both are small (see use_kept_cursor and holds_large_result); list() and large values get a
+    where both are small (see statement_cursor and holds_large_result); list() and large values get a
     cursor of their own, dropped after the call.
     """
     cur: Cursor[TupleRow] | AsyncCursor[TupleRow] | None = getattr(conn, _KEPT_CURSOR, None)
@@ -113,8 +113,22 @@ def kept_cursor(
     return cur
 
 
-def use_kept_cursor(returns: int, params: _core.Params) -> bool:
-    return returns != ANY_ROWS and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES
+@overload
+def statement_cursor(
+    conn: Connection[Any], returns: int, params: _core.Params
+) -> Cursor[TupleRow]: ...
+@overload
+def statement_cursor(
+    conn: AsyncConnection[Any], returns: int, params: _core.Params
+) -> AsyncCursor[TupleRow]: ...
+def statement_cursor(
+    conn: Connection[Any] | AsyncConnection[Any], returns: int, params: _core.Params
+) -> Cursor[TupleRow] | AsyncCursor[TupleRow]:
+    """The cursor for one hot-path statement: the kept one when its parameters are small and its
+    result is at most one checkpoint's rows, otherwise a new one."""
+    if returns != ANY_ROWS and _core.params_nbytes(params) <= _core.KEEP_CURSOR_MAX_BYTES:
+        return kept_cursor(conn)
+    return conn.cursor(binary=True, row_factory=tuple_row)
 
 
 def holds_large_result(returns: int, result: Any) -> bool:

@@ -34,9 +34,8 @@ from ._base import (
     _SaverBase,
     arestore_autocommit,
     holds_large_result,
-    kept_cursor,
     needs_autocommit_switch,
-    use_kept_cursor,
+    statement_cursor,
 )
 from ._lifecycle import Report
 from ._sql import Queries
@@ -214,10 +213,7 @@ class AsyncPostgresSaver(_SaverBase):
         conn = await pool.getconn()
         try:
             if conn.autocommit:
-                if use_kept_cursor(returns, params):
-                    cur = kept_cursor(conn)
-                else:
-                    cur = conn.cursor(binary=True, row_factory=tuple_row)
+                cur = statement_cursor(conn, returns, params)
                 try:
                     result = await _fetch_rows(await cur.execute(query, params), returns)
                 except errors.UniqueViolation:

@@ -34,9 +34,8 @@ from ._base import (
     _SaverBase,
     autocommit_if_idle,
     holds_large_result,
-    kept_cursor,
     restore_autocommit,
-    use_kept_cursor,
+    statement_cursor,
 )
 from ._lifecycle import Report
 from ._sql import Queries
@@ -210,10 +209,7 @@ class PostgresSaver(_SaverBase):
         conn = pool.getconn()
         try:
             if conn.autocommit:
-                if use_kept_cursor(returns, params):
-                    cur = kept_cursor(conn)
-                else:
-                    cur = conn.cursor(binary=True, row_factory=tuple_row)
+                cur = statement_cursor(conn, returns, params)
                 try:
                     result = _fetch_rows(cur.execute(query, params), returns)
                 except errors.UniqueViolation:
