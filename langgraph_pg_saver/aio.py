@@ -184,7 +184,7 @@ class AsyncPostgresSaver(_SaverBase):
 
     @asynccontextmanager
     async def _cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
-        # the hot path: getconn/putconn directly, as in PostgresSaver._cursor
+        # getconn/putconn directly, as in PostgresSaver._cursor (the hot statements use _fetch)
         self._check_open()
         pool = self._pool
         if pool is None:
@@ -322,8 +322,7 @@ class AsyncPostgresSaver(_SaverBase):
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``."""
         tid = _core.thread_id_param(thread_id)
-        async with self._cursor() as cur:
-            await cur.execute(self._q["delete_thread"], {"thread_id": tid})
+        await self._fetch(self._q["delete_thread"], {"thread_id": tid}, NO_ROWS)
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 

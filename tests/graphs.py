@@ -99,30 +99,26 @@ def inner_step(state: Inner) -> dict[str, Any]:
     return {"foo": state["foo"] + "|inner", "inner_log": ["ran"]}
 
 
-def approval_in_subgraph() -> StateGraph[Any]:
-    """The approval graph as a subgraph node: its interrupt lives in the child namespace."""
-    inner: StateGraph[Any] = StateGraph(ApprovalState)
-    inner.add_node("ask", ask)
-    inner.add_edge(START, "ask")
-    inner.add_edge("ask", END)
-    outer: StateGraph[Any] = StateGraph(ApprovalState)
+def _in_subgraph(state: type, name: str, node: Any) -> StateGraph[Any]:
+    """A one-node graph run as the node "child" of an outer graph of the same state."""
+    inner: StateGraph[Any] = StateGraph(state)
+    inner.add_node(name, node)
+    inner.add_edge(START, name)
+    inner.add_edge(name, END)
+    outer: StateGraph[Any] = StateGraph(state)
     outer.add_node("child", inner.compile())
     outer.add_edge(START, "child")
     outer.add_edge("child", END)
     return outer
+
+
+def approval_in_subgraph() -> StateGraph[Any]:
+    """The approval graph as a subgraph node: its interrupt lives in the child namespace."""
+    return _in_subgraph(ApprovalState, "ask", ask)
 
 
 def with_subgraph() -> StateGraph[Any]:
-    inner: StateGraph[Any] = StateGraph(Inner)
-    inner.add_node("inner_step", inner_step)
-    inner.add_edge(START, "inner_step")
-    inner.add_edge("inner_step", END)
-
-    outer: StateGraph[Any] = StateGraph(Inner)
-    outer.add_node("child", inner.compile())
-    outer.add_edge(START, "child")
-    outer.add_edge("child", END)
-    return outer
+    return _in_subgraph(Inner, "inner_step", inner_step)
 
 
 def _extend(state: list[str], writes: Sequence[list[str]]) -> list[str]:

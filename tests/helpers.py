@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,3 +58,12 @@ def traced(pgconn: Any) -> Iterator[Trace]:
     trace.round_trips = sum(
         1 for m in trace.messages if "\tReadyForQuery" in m and m.startswith("B")
     )
+
+
+def run_threads(targets: Sequence[Callable[[], object]], timeout: float | None = None) -> None:
+    """Start one thread per target, then join them all."""
+    threads = [threading.Thread(target=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import delta_chat, two_delta
-from helpers import checkpoint, config
+from helpers import checkpoint, config, run_threads
 from histories import build
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -382,15 +382,7 @@ def test_two_prunes_and_a_writer_at_once(db_dsn: str) -> None:
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 
-        threads = [
-            threading.Thread(target=writer),
-            threading.Thread(target=pruner),
-            threading.Thread(target=pruner),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=240)
+        run_threads([writer, pruner, pruner], timeout=240)
         assert not errors, errors
         final = graph.get_state(cfg("busy")).values
         assert final["n"] == 18

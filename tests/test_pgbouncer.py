@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import delta_chat, two_nodes
-from helpers import checkpoint, config
+from helpers import checkpoint, config, run_threads
 from pgserver import Server
 from pooler import Bouncer, find_pgbouncer, pgbouncer
 
@@ -56,11 +56,7 @@ def test_sync_saver_through_transaction_pooling(bouncer: Bouncer, db_dsn: str) -
             except BaseException as exc:  # surfaced below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads([lambda n=n: worker(n) for n in range(6)])
         assert not errors, errors
 
         # DeltaChannel state rebuilt through the pooler: 5 x 4 turns of two messages each
@@ -174,11 +170,7 @@ def test_default_prepare_threshold_needs_a_pooler_that_tracks_statements(
                     else:
                         wrong.append(got)
 
-        threads = [threading.Thread(target=reader) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads([reader] * 6)
     assert not wrong, wrong[:3]
     assert errors, f"no error in {ok} reads through {bouncer.version} with prepared statements"
     assert all("prepared statement" in e for e in errors), errors[:3]

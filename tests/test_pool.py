@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import psycopg
-from helpers import checkpoint, config
+from helpers import checkpoint, config, run_threads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
@@ -85,11 +84,7 @@ def test_sync_pool_serves_threads(db_dsn: str) -> None:
             except BaseException as e:  # reported to the test thread
                 errors.append(e)
 
-        threads = [threading.Thread(target=work) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads([work] * 6)
         assert pool.get_stats()["pool_max"] == 3
     assert errors == []
 
