@@ -96,7 +96,8 @@ def kept_cursor(conn: AsyncConnection[Any]) -> AsyncCursor[TupleRow]: ...
 def kept_cursor(
     conn: Connection[Any] | AsyncConnection[Any],
 ) -> Cursor[TupleRow] | AsyncCursor[TupleRow]:
-    """The connection's own cursor for the saver's small statements (put, put_writes, get_tuple).
+    """The connection's own cursor for the saver's small statements (put, put_writes, get_tuple,
+    delete_thread).
 
     Made once per connection and kept on it: a new cursor costs a transformer and its empty caches
     (~25 µs of a put's Python, measured). Only the thread that checked the connection out uses it.
