@@ -407,6 +407,79 @@ def test_put_on_a_deleted_parent_fails_loudly(saver: PostgresSaver, db_dsn: str)
     assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
 
 
+def _lock_waiters(dsn: str) -> int:
+    return int(
+        rows(dsn, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]
+    )
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
+    saver: PostgresSaver, db_dsn: str, outcome: str
+) -> None:
+    """A put that started while a deleter held the thread's lock must see the delete once the lock
+    is free, though its own snapshot predates that commit: nothing written when the parent is gone,
+    a normal put when the delete was rolled back."""
+    from langgraph_pg_saver import ParentCheckpointMissingError
+    from langgraph_pg_saver._sql import raw_queries
+
+    lock_class = int(raw_queries()["_lock_class"].strip())
+    first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+    result: list[Any] = []
+
+    def put_child() -> None:
+        try:
+            result.append(saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2}))
+        except Exception as exc:
+            result.append(exc)
+
+    deleter = psycopg.connect(db_dsn)
+    try:
+        deleter.execute("SELECT pg_advisory_xact_lock(%s, hashtext('t'))", (lock_class,))
+        deleter.execute("DELETE FROM pgsaver_blobs WHERE thread_id = 't'")
+        deleter.execute("DELETE FROM pgsaver_checkpoints WHERE thread_id = 't'")
+        worker = threading.Thread(target=put_child)
+        worker.start()
+        for _ in range(600):
+            if _lock_waiters(db_dsn) or not worker.is_alive():
+                break
+            threading.Event().wait(0.05)
+        assert worker.is_alive(), f"put did not wait for the thread's lock: {result}"
+        deleter.commit() if outcome == "commit" else deleter.rollback()
+        worker.join(timeout=60)
+    finally:
+        deleter.close()
+    assert len(result) == 1
+    if outcome == "commit":
+        assert isinstance(result[0], ParentCheckpointMissingError)
+        assert rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
+        assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
+    else:
+        assert not isinstance(result[0], Exception), result[0]
+        child = saver.get_tuple(result[0])
+        assert child is not None
+        assert child.checkpoint["channel_values"] == {"a": 2}
+        assert child.parent_config is not None
+        assert (
+            child.parent_config["configurable"]["checkpoint_id"]
+            == first["configurable"]["checkpoint_id"]
+        )
+
+
+def test_put_on_a_parent_touched_before_still_works(saver: PostgresSaver, db_dsn: str) -> None:
+    """A parent whose row carries an old locker's or updater's id takes the locking path."""
+    first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("SELECT 1 FROM pgsaver_checkpoints FOR KEY SHARE")
+    assert rows(db_dsn, "SELECT xmax::text <> '0' FROM pgsaver_checkpoints") == [(True,)]
+    second = saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2})
+    again = saver.put(first, checkpoint({"a": 3}, {"a": 3}), {}, {"a": 3})  # a sibling: second fork
+    for cfg_, want in ((second, 2), (again, 3)):
+        tup = saver.get_tuple(cfg_)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"a": want}
+
+
 def _fork_of(tup: Any, n: int) -> tuple[Any, Any, dict[str, Any]]:
     """A checkpoint as LangGraph would write it when forking from ``tup``: same channels and
     DeltaChannel counters, a new value for ``n``."""

@@ -241,6 +241,45 @@ def test_put_same_checkpoint_twice_keeps_one_row_with_the_latest_metadata(
     assert rows[0].metadata == {"step": 2}
 
 
+def test_a_put_that_repeats_a_stored_blob_keeps_it_and_stores_the_checkpoint(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    # a put first tries plain INSERTs; a blob (channel, version) that exists makes it fall back to
+    # the upsert, which keeps the stored blob and writes the checkpoint
+    first = saver.put(config("t"), checkpoint({"a": "x"}, {"a": "v1"}), {}, {"a": "v1"})
+    second = saver.put(first, checkpoint({"a": "y"}, {"a": "v1"}), {"step": 2}, {"a": "v1"})
+    tup = saver.get_tuple(second)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"a": "x"}
+    assert tup.metadata == {"step": 2}
+    assert count(db_dsn, "pgsaver_blobs") == 1
+    assert count(db_dsn, "pgsaver_checkpoints") == 2
+
+
+async def test_a_repeated_put_falls_back_to_the_upsert_async(asaver: AsyncPostgresSaver) -> None:
+    cp = checkpoint({"a": "x"}, {"a": "v1"})
+    await asaver.aput(config("t"), cp, {"step": 1}, {"a": "v1"})
+    stored = await asaver.aput(config("t"), cp, {"step": 2}, {"a": "v1"})
+    got = [t async for t in asaver.alist(config("t"))]
+    assert [t.metadata for t in got] == [{"step": 2}]
+    tup = await asaver.aget_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"a": "x"}
+
+
+def test_a_repeated_put_inside_the_callers_transaction_leaves_it_usable(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        saver = PostgresSaver(conn)
+        cp = checkpoint({"a": "x"}, {"a": "v1"})
+        with conn.transaction():
+            saver.put(config("t"), cp, {"step": 1}, {"a": "v1"})
+            stored = saver.put(config("t"), cp, {"step": 2}, {"a": "v1"})
+            assert conn.execute("SELECT count(*) FROM pgsaver_checkpoints").fetchone() == (1,)
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.metadata == {"step": 2}
+
+
 def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(
     saver: PostgresSaver,
 ) -> None:

@@ -208,6 +208,19 @@ def test_merge_metadata_keeps_nuls_and_skips_reserved_keys() -> None:
     assert merged == {"step": 1, "user": "u\x00", "m": 1}
 
 
+def test_put_tries_plain_inserts_that_differ_from_the_upsert_only_in_on_conflict() -> None:
+    from langgraph_pg_saver._sql import queries_for
+
+    q = queries_for("public")
+    assert b"ON CONFLICT" not in q["put_new"]
+    assert q["put"].count(b"ON CONFLICT") == 2
+    plain = q["put"].replace(
+        b"ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING", b""
+    )
+    plain = plain[: plain.index(b"ON CONFLICT")] + b"RETURNING 1"
+    assert b" ".join(plain.split()) == b" ".join(q["put_new"].split())
+
+
 def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
     from psycopg_pool import ConnectionPool
 
