@@ -135,28 +135,29 @@ class Queries:
                 self._templates[name] = rendered
             else:
                 self._rendered[name] = rendered.encode()
-        self._where_cache: dict[tuple[str, tuple[str, ...]], bytes] = {}
+        self._where_cache: dict[tuple[str, tuple[str, ...], str], bytes] = {}
 
     def __getitem__(self, name: str) -> bytes:
         return self._rendered[name]
 
-    def with_where(self, name: str, predicates: tuple[str, ...]) -> bytes:
-        """Query ``name`` with its ``{where}`` made of the named ``_w_*`` fragments (AND-ed)."""
-        key = (name, predicates)
+    def with_where(self, name: str, predicates: tuple[str, ...], prefix: str = "_w_") -> bytes:
+        """Query ``name`` with its ``{where}`` made of the named ``_w_*`` fragments (AND-ed), or of
+        the ``_wh_*`` ones that hide the values from the planner."""
+        key = (name, predicates, prefix)
         cached = self._where_cache.get(key)
         if cached is None:
-            parts = [self._fragments[f"_w_{p}"] for p in predicates]
+            parts = [self._fragments[f"{prefix}{p}"] for p in predicates]
             where = " AND ".join(f"({p})" for p in parts) if parts else "true"
             cached = self._templates[name].replace("{where}", where).encode()
             self._where_cache[key] = cached
         return cached
 
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
-        """``read_tuples`` filtered by the named ``_w_*`` fragments (per namespace when a thread is
+        """``read_tuples`` filtered by the named ``_wh_*`` fragments (per namespace when a thread is
         given without a namespace or id)."""
         if "thread" in predicates and "ns" not in predicates and "id" not in predicates:
-            return self.with_where("read_tuples_per_ns", predicates)
-        return self.with_where("read_tuples", predicates)
+            return self.with_where("read_tuples_per_ns", predicates, "_wh_")
+        return self.with_where("read_tuples", predicates, "_wh_")
 
     def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
         """``get_tuple`` (one checkpoint) filtered by the named ``_w_*`` fragments."""

@@ -193,7 +193,7 @@ WITH k AS MATERIALIZED (
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
     ORDER BY c.checkpoint_id DESC
-    LIMIT %(limit)s
+    LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
 -- name: read_tuples_per_ns
@@ -202,10 +202,10 @@ WITH k AS MATERIALIZED (
 -- is not read and sorted whole to return its newest few.
 WITH RECURSIVE ns AS (
     (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
-     WHERE c.thread_id = %(thread_id)s ORDER BY c.checkpoint_ns LIMIT 1)
+     WHERE c.thread_id = (SELECT %(thread_id)s::text) ORDER BY c.checkpoint_ns LIMIT 1)
     UNION ALL
     SELECT (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
-            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns > ns.checkpoint_ns
+            WHERE c.thread_id = (SELECT %(thread_id)s::text) AND c.checkpoint_ns > ns.checkpoint_ns
             ORDER BY c.checkpoint_ns LIMIT 1)
     FROM ns WHERE ns.checkpoint_ns IS NOT NULL
 ), k AS MATERIALIZED (
@@ -219,8 +219,7 @@ WITH RECURSIVE ns AS (
         LIMIT (SELECT %(limit)s::bigint)
     ) AS x
     ORDER BY x.checkpoint_id DESC
-    -- (SELECT ...) hides the limit from the planner: from its value a custom plan looked cheaper
-    -- than the generic one, so Postgres planned every call anew
+    -- (SELECT ...) hides the limit from the planner, as _wh_thread hides the keys
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
@@ -299,6 +298,29 @@ c.checkpoint_id = %(checkpoint_id)s
 
 -- name: _w_before
 c.checkpoint_id < %(before)s
+
+-- name: _wh_thread
+-- read_tuples' keys (Queries.read_tuples): compared with (SELECT %(x)s), which the planner cannot
+-- see through, as the limits are. A custom plan then costs what the generic plan costs, and after
+-- its five custom plans a prepared list() settles on the generic one. With the values visible, a
+-- table of a few long threads made every custom plan look cheaper (the thread's row count in the
+-- statistics, a limit of 20), and Postgres planned list() anew on every call: 0.25-0.33 ms, a third
+-- of the statement. Where generic plans were chosen anyway, the subqueries cost ~5 µs; get_tuple
+-- (a LIMIT 1 costs the same either way) keeps the plain comparisons. The plans stay on the primary
+-- key either way (test_indexes, test_list_and_prepare).
+c.thread_id = (SELECT %(thread_id)s::text)
+
+-- name: _wh_ns
+c.checkpoint_ns = (SELECT %(checkpoint_ns)s::text)
+
+-- name: _wh_id
+c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
+
+-- name: _wh_before
+c.checkpoint_id < (SELECT %(before)s::text)
+
+-- name: _wh_filter
+{_w_filter}
 
 -- name: _w_filter
 c.metadata @> %(filter)s::jsonb

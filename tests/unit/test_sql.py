@@ -34,8 +34,21 @@ def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     used = _used_names() | {"read_tuples", "read_tuples_per_ns"}
     assert used - named == set(), f"used but not defined: {used - named}"
     assert named - used == set(), f"defined but unused: {named - used}"
-    fragments = {n for n in raw if n.startswith("_w_")}
-    assert fragments == {f"_w_{p}" for p in _sql.WHERE_FRAGMENTS}
+    for prefix in ("_w_", "_wh_"):
+        fragments = {n for n in raw if n.startswith(prefix)}
+        assert fragments == {f"{prefix}{p}" for p in _sql.WHERE_FRAGMENTS}
+
+
+def test_reads_hide_their_keys_from_the_planner_and_get_tuple_does_not() -> None:
+    q = _sql.Queries("public")
+    for predicates in (("thread",), ("thread", "ns"), ("thread", "ns", "id"), ("thread", "before")):
+        text = q.read_tuples(predicates).decode()
+        for p in predicates:
+            param = {"thread": "thread_id", "ns": "checkpoint_ns", "id": "checkpoint_id"}.get(p, p)
+            assert f"(SELECT %({param})s::text)" in text, (predicates, p)
+    got = q.get_tuple(("thread", "ns", "id")).decode()
+    assert "c.thread_id = %(thread_id)s" in got
+    assert "(SELECT %(thread_id)s::text)" not in got
 
 
 def test_rendered_queries_have_no_placeholders_left() -> None:
