@@ -6,7 +6,7 @@ Both savers run the same workloads in one process, on one Postgres server with d
 (fsync on): a throwaway cluster from the local server binaries, or LANGGRAPH_PG_BENCH_DSN. Single
 operations (put, put_writes, get_tuple, list, get_state) alternate between the savers call by call,
 so both see the same moments of a noisy shared machine; the graph workloads run as blocks, and
-rounds alternate which saver goes first. Each workload reports the median over rounds of each round's
+rounds rotate which of the two savers and the floor goes first. Each workload reports the median over rounds of each round's
 median per-operation latency (or throughput), the min-max, and the ratio official/ours (>1: we are
 faster), next to a floor measured in the same rounds (see FLOORS). Results also go to
 benchmarks/results/latest.json. This is not a test: it asserts nothing.
@@ -808,13 +808,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"building fixtures for {impl}...", flush=True)
                 bench.build_fixtures(impl, savers[impl])
             bench.build_memory_fixtures()
+            parties = (*IMPLS, "floor")
             for r in range(args.rounds):
-                order = IMPLS if r % 2 == 0 else IMPLS[::-1]
                 bench.run_single_ops(savers, r)
-                for impl in order:
-                    bench.run_graphs(impl, savers[impl], r)
-                    asyncio.run(bench.run_async(impl, r))
-                bench.run_floors(r)
+                # the graph workloads and their floors run as blocks; who goes first rotates, so
+                # the floor is measured in the same positions as the savers
+                k = r % len(parties)
+                for who in parties[k:] + parties[:k]:
+                    if who == "floor":
+                        bench.run_floors(r)
+                    else:
+                        bench.run_graphs(who, savers[who], r)
+                        asyncio.run(bench.run_async(who, r))
                 print(f"round {r + 1}/{args.rounds} done", flush=True)
         rows = summarize(bench)
         trips = bench.round_trips()
