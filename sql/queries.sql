@@ -50,7 +50,7 @@ RETURNING 1
 -- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
 -- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
 -- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put (~20 µs). delete_thread takes no lock: one that starts after this read deletes
+-- record per put (~25 µs). delete_thread takes no lock: one that starts after this read deletes
 -- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
 -- for the lock, then deleted the parent anyway; README, Limits).
 WITH guard AS (

@@ -174,6 +174,10 @@ def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode:
                 q.read_tuples(("thread", "ns")),
                 {"thread_id": "t-7", "checkpoint_ns": "", "limit": 20},
             ),
+            "list thread before": (
+                q.read_tuples(("thread", "ns", "before")),
+                {"thread_id": "t-7", "checkpoint_ns": "", "before": "c-002000", "limit": 20},
+            ),
             "list thread without namespace": (
                 q.read_tuples(("thread",)),
                 {"thread_id": "t-7", "limit": 20},
