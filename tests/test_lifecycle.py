@@ -466,6 +466,16 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
         )
 
 
+def test_an_ordinary_put_leaves_its_parent_row_untouched(saver: PostgresSaver, db_dsn: str) -> None:
+    """The usual put only reads its parent (a row lock would cost a page write and a WAL record)."""
+    first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+    saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2})
+    parent = first["configurable"]["checkpoint_id"]
+    assert rows(
+        db_dsn, "SELECT xmax::text FROM pgsaver_checkpoints WHERE checkpoint_id = %s", parent
+    ) == [("0",)]
+
+
 def test_put_on_a_parent_touched_before_still_works(saver: PostgresSaver, db_dsn: str) -> None:
     """A parent whose row carries an old locker's or updater's id takes the locking path."""
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
