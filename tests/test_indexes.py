@@ -213,3 +213,51 @@ def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode:
             if problems:
                 bad[name] = problems
         assert not bad, bad
+
+
+@pytest.mark.parametrize("plan_mode", ["force_generic_plan", "force_custom_plan"])
+def test_writes_stay_on_their_key_when_statistics_saw_a_large_fan_out(
+    db_dsn: str, plan_mode: str
+) -> None:
+    """Statistics taken while two checkpoints held thousands of writes each, then many ordinary
+    checkpoints: the planner must still look a checkpoint's writes up by key (migration 0003). It
+    used to scan the whole writes table for every get_tuple and list."""
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        q = saver._q
+    writes = (
+        "INSERT INTO pgsaver_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, blob)"
+        " SELECT 't', '', 'c-' || lpad(c::text, 4, '0'), 'task-' || w, '', 0, 'a', 'msgpack',"
+        " '\\x80' FROM generate_series(%s::int, %s::int) AS c, generate_series(1, %s::int) AS w"
+    )
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE pgsaver_writes SET (autovacuum_enabled = false)")
+        conn.execute(writes, (1, 2, 3000))  # a large fan-out
+        conn.execute("ANALYZE pgsaver_writes")
+        conn.execute(writes, (3, 400, 3))  # then ordinary checkpoints, under 10%: no new ANALYZE
+        conn.execute(
+            "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+            " checkpoint, channel_versions, metadata)"
+            " SELECT 't', '', 'c-' || lpad(c::text, 4, '0'), 'msgpack', '\\x80', '{}', '{}'"
+            " FROM generate_series(1, 400) AS c"
+        )
+        conn.execute("ANALYZE pgsaver_checkpoints")
+        conn.execute(f"SET plan_cache_mode = {plan_mode}")
+        cases: dict[str, tuple[bytes, dict[str, Any]]] = {
+            "get_tuple by id": (
+                q.get_tuple(("thread", "ns", "id")),
+                {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c-0200"},
+            ),
+            "list thread": (
+                q.read_tuples(("thread", "ns")),
+                {"thread_id": "t", "checkpoint_ns": "", "limit": 10},
+            ),
+        }
+        bad = {}
+        for name, (query, params) in cases.items():
+            row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, params, prepare=True).fetchone()
+            assert row is not None
+            plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+            if seq_scans(plan):
+                bad[name] = seq_scans(plan)
+        assert not bad, f"sequential scans: {bad}"
