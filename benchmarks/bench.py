@@ -8,8 +8,10 @@ operations (put, put_writes, get_tuple, list, get_state) alternate between the s
 so both see the same moments of a noisy shared machine; the graph workloads run as blocks, and
 rounds rotate which of the two savers and the floor goes first. Each workload reports the median over rounds of each round's
 median per-operation latency (or throughput), the min-max, and the ratio official/ours (>1: we are
-faster), next to a floor measured in the same rounds (see FLOORS). Results also go to
-benchmarks/results/latest.json. This is not a test: it asserts nothing.
+faster), next to a floor measured in the same rounds (see FLOORS). "get_tuple by id, stale
+statistics" reads from tables of their own (schema bench_stale) whose statistics were taken while two
+checkpoints held thousands of writes each. Results also go to benchmarks/results/latest.json. This is
+not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -79,6 +81,33 @@ OURS_PREPARE: int | None = 5  # --ours-prepare: from_conn_string's default; "non
 # --official-prepare: the official from_conn_string prepares every statement (0); "none" is what its
 # users must pass behind a pooler without prepared statements
 OFFICIAL_PREPARE: int | None = 0
+
+
+STALE_TABLES = {
+    "ours": ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes"),
+    "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+}
+
+
+def stale_saver(impl: str, dsn: str, stack: ExitStack) -> BaseCheckpointSaver[Any]:
+    """A saver whose tables live in STALE_SCHEMA (ours: its schema option; the official saver's
+    tables follow the connection's search_path)."""
+    if impl == "ours":
+        return stack.enter_context(
+            PostgresSaver.from_conn_string(
+                dsn, max_size=4, prepare_threshold=OURS_PREPARE, schema=STALE_SCHEMA
+            )
+        )
+    conn = stack.enter_context(
+        psycopg.connect(
+            dsn,
+            autocommit=True,
+            prepare_threshold=OFFICIAL_PREPARE,
+            row_factory=dict_row,
+            options=f"-c search_path={STALE_SCHEMA}",
+        )
+    )
+    return OfficialSaver(conn)
 
 
 def sync_saver(impl: str, dsn: str, stack: ExitStack) -> BaseCheckpointSaver[Any]:
@@ -336,6 +365,9 @@ class AsyncDriverFloor(InMemorySaver):
 
 
 GET_STATE_CALLS = {True: 20, False: 3}  # per saver and round: at 300 supersteps, at 20,000
+PW_CHECKPOINTS = 300  # checkpoints the put_writes workload spreads its tasks over
+STALE_SCHEMA = "bench_stale"  # both savers' tables for the stale-statistics workload
+FAN_OUT = 1000  # put_writes calls (3 writes each) on each of the two fan-out checkpoints
 
 
 def median_ms(xs: list[float]) -> float:
@@ -478,11 +510,38 @@ class Bench:
         self.units[workload] = unit
         self.higher_is_better[workload] = higher
 
+    def build_stale(
+        self, impl: str, saver: BaseCheckpointSaver[Any], tables: tuple[str, ...]
+    ) -> None:
+        """The stale-statistics fixture, in STALE_SCHEMA: two checkpoints with FAN_OUT tasks of 3
+        writes each, ANALYZE with autovacuum off, then a 200-checkpoint thread with 3 pending writes
+        per checkpoint that the statistics never see. The planner then believes a checkpoint has
+        thousands of writes."""
+        fan = put_chain(saver, f"{impl}-fan", 2)
+        for cfg in fan:
+            for t in range(FAN_OUT):
+                saver.put_writes(cfg, [("a", "x" * 100), ("b", "y" * 100), ("c", "z")], f"t{t}")
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for table in tables:
+                conn.execute(f"ALTER TABLE {STALE_SCHEMA}.{table} SET (autovacuum_enabled = false)")
+                conn.execute(f"ANALYZE {STALE_SCHEMA}.{table}")
+        self.fixtures[impl]["stale"] = put_chain(saver, f"{impl}-stale", 200, writes=1)
+
+    def run_stale(self, savers: dict[str, BaseCheckpointSaver[Any]]) -> None:
+        picks = [rng.randrange(200) for _ in range(300)]
+        self.alternate(
+            "get_tuple by id, stale statistics",
+            300,
+            lambda impl, i: savers[impl].get_tuple(self.fixtures[impl]["stale"][picks[i]]),
+        )
+
     # fixtures built once per saver, outside the timed rounds
     def build_fixtures(self, impl: str, saver: BaseCheckpointSaver[Any]) -> None:
         fx = self.fixtures[impl]
         fx["t200"] = put_chain(saver, f"{impl}-t200", 200, writes=1)
-        fx["pw"] = put_chain(saver, f"{impl}-pw", 1)
+        # put_writes goes round these: 15 writes per checkpoint over 5 rounds, not thousands on one
+        # (a fan-out that large skews the writes table's statistics for every other workload)
+        fx["pw"] = put_chain(saver, f"{impl}-pw", PW_CHECKPOINTS)
         fx["t1000"] = put_chain(saver, f"{impl}-t1000", 1000, value_size=200)
         n_threads = 500 if self.quick else 2000
         for i in range(n_threads):
@@ -553,13 +612,13 @@ class Bench:
         for chain in chains.values():
             chain.step()
         self.alternate("put", 300, lambda impl, i: chains[impl].step())
-        # put_writes: 3 writes of ~1 KB, to a checkpoint of their own (the get_tuple fixtures keep
+        # put_writes: 3 writes of ~1 KB, to checkpoints of their own (the get_tuple fixtures keep
         # the same pending writes in every round)
         self.alternate(
             "put_writes",
             300,
             lambda impl, i: savers[impl].put_writes(
-                fx[impl]["pw"][-1], three_writes(), f"r{r}-task-{i}"
+                fx[impl]["pw"][i % PW_CHECKPOINTS], three_writes(), f"r{r}-task-{i}"
             ),
         )
         # get_tuple on a 200-checkpoint thread whose checkpoints have 3 pending writes each
@@ -808,9 +867,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"building fixtures for {impl}...", flush=True)
                 bench.build_fixtures(impl, savers[impl])
             bench.build_memory_fixtures()
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("ANALYZE")  # every run starts from the same statistics
+                conn.execute(f"DROP SCHEMA IF EXISTS {STALE_SCHEMA} CASCADE")
+                conn.execute(f"CREATE SCHEMA {STALE_SCHEMA}")
+            stale = {impl: stale_saver(impl, dsn, stack) for impl in IMPLS}
+            for impl in IMPLS:
+                stale[impl].setup()  # type: ignore[attr-defined]
+                bench.build_stale(impl, stale[impl], STALE_TABLES[impl])
             parties = (*IMPLS, "floor")
             for r in range(args.rounds):
                 bench.run_single_ops(savers, r)
+                bench.run_stale(stale)
                 # the graph workloads and their floors run as blocks; who goes first rotates, so
                 # the floor is measured in the same positions as the savers
                 k = r % len(parties)
