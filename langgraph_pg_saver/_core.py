@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -176,6 +176,31 @@ _STRICT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_re
 _SAFE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+def _c_strict_encoder() -> Callable[[Any], str]:
+    """_STRICT_JSON.encode without rebuilding its C encoder on every call (~1 µs of the ~4 µs a
+    put spends on its two JSON texts); the same text. Without the C accelerator: _STRICT_JSON."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        # JSONEncoder.iterencode's own call; markers=None skips the cycle check (a cycle raises
+        # RecursionError, as the lossy path did)
+        encoder = make(  # type: ignore[misc]
+            None, _reject, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
+        )
+
+        def encode(obj: Any) -> str:
+            return "".join(encoder(obj, 0))
+
+        sample = {"a": ["é", 1, 2.5, None, True, {"b": "\x00"}]}
+        if encode(sample) == _STRICT_JSON.encode(sample):
+            return encode
+    except Exception:  # pragma: no cover - another Python's json internals
+        pass
+    return _STRICT_JSON.encode  # pragma: no cover
+
+
+_strict_json = _c_strict_encoder()
+
+
 def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     """JSON text for a jsonb column, and whether it lost anything.
 
@@ -184,7 +209,7 @@ def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     LangGraph reads its own metadata that way.
     """
     try:
-        text = _STRICT_JSON.encode(obj)
+        text = _strict_json(obj)
         if not text.isascii():
             text.encode("utf-8")
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError

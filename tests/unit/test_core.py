@@ -242,3 +242,18 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
     )
     assert special is not None
     assert saver._put_writes_sql(special) == (q["put_writes"], None)
+
+
+def test_the_fast_json_encoder_writes_what_the_standard_one_writes() -> None:
+    samples: list[dict[str, object]] = [
+        {},
+        {"a": "b", "n": [1, 2.5, -0.0, 1e300, None, True, False], "nested": {"x": {"y": []}}},
+        {"é": "ü\u2028", "emoji": "\U0001f600", "quote": 'a"b\\c', "nul": "x\x00y"},
+        {"t": (1, 2), "big": 10**30},
+    ]
+    for sample in samples:
+        assert _core._strict_json(sample) == _core._STRICT_JSON.encode(sample), sample
+    for bad, error in (({"f": float("nan")}, ValueError), ({"o": object()}, TypeError)):
+        with pytest.raises(error):
+            _core._strict_json(bad)
+        assert _core.encode_json(bad)[1] is True  # stored lossy, with the exact form aside
