@@ -9,12 +9,17 @@ Protocol (the same for the sync and async savers):
 
 Transaction-scoped locks are released by COMMIT/ROLLBACK, so they also work through a
 transaction-mode pooler, and a crashed worker never leaves the lock behind.
+
+A database with migrations newer than the code is refused (SchemaTooNewError) unless every one of them
+is additive: marked "-- additive" in its file and recorded with that flag when applied, it leaves the
+tables in a shape older code understands.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._sql import Migration, migrations
 from .errors import SchemaOutdatedError, SchemaTooNewError
@@ -32,17 +37,29 @@ def head() -> int:
     return len(migrations())
 
 
-def pending(schema: str, applied: Sequence[int] | None) -> tuple[Migration, ...]:
-    """The migrations still to apply; raises if the database is newer than this code."""
-    done = set(applied or ())
+def applied_from_rows(rows: Sequence[Sequence[Any]]) -> dict[int, bool]:
+    """The rows of the migrations_applied query: version -> additive."""
+    return {int(r[0]): bool(r[1]) for r in rows}
+
+
+def pending(schema: str, applied: Mapping[int, bool] | None) -> tuple[Migration, ...]:
+    """The migrations still to apply, given the applied versions and whether each is additive.
+
+    Raises if the database has a migration this code does not know that is not additive: a newer
+    release changed the schema in a way this code may not understand. Additive ones (marked
+    "-- additive" in their file, recorded when applied) leave the tables usable by older code, so a
+    worker of an older release that restarts during a rolling deploy keeps working.
+    """
+    done = dict(applied or {})
     known = migrations()
-    if done and max(done) > len(known):
+    newer = [v for v in done if v > len(known)]
+    if newer and not all(done[v] for v in newer):
         raise SchemaTooNewError(schema, sorted(done), len(known))
     return tuple(m for m in known if m.version not in done)
 
 
-def check(schema: str, applied: Sequence[int] | None) -> None:
+def check(schema: str, applied: Mapping[int, bool] | None) -> None:
     """Raise unless every known migration is applied (check-only mode)."""
     todo = pending(schema, applied)
     if todo:
-        raise SchemaOutdatedError(schema, sorted(applied or ()), [m.version for m in todo])
+        raise SchemaOutdatedError(schema, sorted(applied or {}), [m.version for m in todo])

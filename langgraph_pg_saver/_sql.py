@@ -41,6 +41,15 @@ class Migration:
     name: str
     text: str
 
+    @property
+    def additive(self) -> bool:
+        """Marked "-- additive" in its header: code that knows only the earlier migrations runs
+        unchanged against a schema that has this one (see _migrate.pending)."""
+        return _ADDITIVE_RE.search(self.text) is not None
+
+
+_ADDITIVE_RE = re.compile(r"^-- additive\b", re.MULTILINE)
+
 
 def _strip_comments(text: str) -> str:
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]

@@ -249,8 +249,9 @@ class AsyncPostgresSaver(_SaverBase):
                 if not (row and row[0]):
                     await cur.execute(q["schema_create"], prepare=False)
                 await cur.execute(q["migrations_bootstrap"], prepare=False)
+                await cur.execute(q["migrations_bootstrap_additive"], prepare=False)
                 await cur.execute(q["migrations_applied"], prepare=False)
-                applied = [r[0] for r in await cur.fetchall()]
+                applied = _migrate.applied_from_rows(await cur.fetchall())
                 for mig in _migrate.pending(q.schema, applied):
                     logger.info(
                         "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
@@ -260,7 +261,7 @@ class AsyncPostgresSaver(_SaverBase):
                         await ddl.execute(q.migration(mig), prepare=False)
                     await cur.execute(
                         q["migrations_record"],
-                        {"version": mig.version, "name": mig.name},
+                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
                         prepare=False,
                     )
 
@@ -510,15 +511,15 @@ class AsyncPostgresSaver(_SaverBase):
         )
 
 
-async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> list[int] | None:
+async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
     conn = cur.connection
     try:
         if conn.info.transaction_status == _IDLE_STATUS:
             await cur.execute(q["migrations_applied"], prepare=False)
-            return [r[0] for r in await cur.fetchall()]
+            return _migrate.applied_from_rows(await cur.fetchall())
         async with conn.transaction():
             await cur.execute(q["migrations_applied"], prepare=False)
-            return [r[0] for r in await cur.fetchall()]
+            return _migrate.applied_from_rows(await cur.fetchall())
     except _MISSING_SCHEMA:
         return None
 

@@ -250,9 +250,10 @@ class PostgresSaver(_SaverBase):
                 if not (row and row[0]):
                     cur.execute(q["schema_create"], prepare=False)
                 cur.execute(q["migrations_bootstrap"], prepare=False)
-                applied = [
-                    r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()
-                ]
+                cur.execute(q["migrations_bootstrap_additive"], prepare=False)
+                applied = _migrate.applied_from_rows(
+                    cur.execute(q["migrations_applied"], prepare=False).fetchall()
+                )
                 for mig in _migrate.pending(q.schema, applied):
                     logger.info(
                         "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
@@ -262,7 +263,7 @@ class PostgresSaver(_SaverBase):
                         ddl.execute(q.migration(mig), prepare=False)
                     cur.execute(
                         q["migrations_record"],
-                        {"version": mig.version, "name": mig.name},
+                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
                         prepare=False,
                     )
 
@@ -456,14 +457,19 @@ def _fetch_rows(cur: Cursor[TupleRow], returns: int) -> Any:
     return None if returns == NO_ROWS else cur.fetchall()
 
 
-def _read_applied(cur: Cursor[TupleRow], q: Queries) -> list[int] | None:
-    """Applied migration versions, or None when the migrations table does not exist yet."""
+def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    """Applied migration versions (and whether each is additive), or None when the migrations
+    table does not exist yet."""
     conn = cur.connection
     try:
         if conn.info.transaction_status == _IDLE_STATUS:
-            return [r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()]
+            return _migrate.applied_from_rows(
+                cur.execute(q["migrations_applied"], prepare=False).fetchall()
+            )
         # inside the caller's transaction: a savepoint keeps a missing table from aborting it
         with conn.transaction():
-            return [r[0] for r in cur.execute(q["migrations_applied"], prepare=False).fetchall()]
+            return _migrate.applied_from_rows(
+                cur.execute(q["migrations_applied"], prepare=False).fetchall()
+            )
     except _MISSING_SCHEMA:
         return None

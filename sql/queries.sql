@@ -334,7 +334,11 @@ WITH deleted_blobs AS (
 DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
 
 -- name: migrations_applied
-SELECT version FROM {schema}.pgsaver_migrations ORDER BY version
+-- Each applied version, and whether it is additive (code that knows only earlier migrations may run
+-- against it). to_jsonb reads the flag from a table that an older release created without it.
+SELECT m.version, coalesce((to_jsonb(m) ->> 'additive')::boolean, false)
+FROM {schema}.pgsaver_migrations AS m
+ORDER BY m.version
 
 -- name: migrations_lock
 SELECT pg_advisory_xact_lock(%(key)s)
@@ -349,11 +353,18 @@ CREATE SCHEMA IF NOT EXISTS {schema}
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_migrations (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    additive   boolean NOT NULL DEFAULT false
 )
 
+-- name: migrations_bootstrap_additive
+-- The flag for a table created by a release before it (runs under the migration lock, before any
+-- migration is recorded).
+ALTER TABLE {schema}.pgsaver_migrations ADD COLUMN IF NOT EXISTS additive boolean NOT NULL DEFAULT false
+
 -- name: migrations_record
-INSERT INTO {schema}.pgsaver_migrations (version, name) VALUES (%(version)s, %(name)s)
+INSERT INTO {schema}.pgsaver_migrations (version, name, additive)
+VALUES (%(version)s, %(name)s, %(additive)s)
 
 -- ============================================================================ DeltaChannel history
 

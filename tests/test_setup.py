@@ -79,6 +79,55 @@ async def test_async_check_only(empty_db_dsn: str) -> None:
     assert tables(empty_db_dsn) == set()
 
 
+def test_a_newer_additive_migration_leaves_older_code_working(db_dsn: str) -> None:
+    """A newer release's migration marked additive (recorded with the flag) is no reason for this
+    code to stop: a worker of the older release can restart during a rolling deploy."""
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pgsaver_migrations (version, name, additive)"
+            " VALUES (%s, 'from_the_future', true)",
+            (HEAD + 1,),
+        )
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        saver.verify_schema()
+        saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(config("t")) is not None
+    assert applied(db_dsn) == [*range(1, HEAD + 1), HEAD + 1]
+
+
+def test_migrations_record_whether_they_are_additive(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        rows = dict(conn.execute("SELECT version, additive FROM pgsaver_migrations").fetchall())
+    assert rows == {m.version: m.additive for m in migrations()}
+    assert rows[3] is True  # planner statistics only
+    assert rows[1] is False
+
+
+def test_upgrade_from_a_migrations_table_without_the_additive_flag(empty_db_dsn: str) -> None:
+    """The table as releases before the flag created it: read, then upgraded in place."""
+    q = queries_for("public")
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE pgsaver_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for mig in migrations()[:2]:
+            conn.execute(q.migration(mig))
+            conn.execute(
+                "INSERT INTO pgsaver_migrations (version, name) VALUES (%s, %s)",
+                (mig.version, mig.name),
+            )
+    with PostgresSaver.from_conn_string(empty_db_dsn) as saver:
+        with pytest.raises(SchemaOutdatedError):
+            saver.verify_schema()
+        saver.setup()
+        saver.verify_schema()
+    with psycopg.connect(empty_db_dsn) as conn:
+        rows = dict(conn.execute("SELECT version, additive FROM pgsaver_migrations").fetchall())
+    assert rows == {1: False, 2: False, **{m.version: m.additive for m in migrations()[2:]}}
+
+
 def test_schema_newer_than_the_code_is_a_clear_error(db_dsn: str) -> None:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute(
@@ -205,7 +254,10 @@ def test_upgrade_keeps_existing_data(empty_db_dsn: str) -> None:
             conn.execute(q["migrations_bootstrap"])
             for mig in migrations()[:level]:
                 conn.execute(q.migration(mig))
-                conn.execute(q["migrations_record"], {"version": mig.version, "name": mig.name})
+                conn.execute(
+                    q["migrations_record"],
+                    {"version": mig.version, "name": mig.name, "additive": mig.additive},
+                )
         with PostgresSaver.from_conn_string(empty_db_dsn) as saver:
             cp = checkpoint({"a": "kept"})
             stored = saver.put(config("t"), cp, {"step": 1}, cp["channel_versions"])

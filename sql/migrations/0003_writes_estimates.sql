@@ -1,4 +1,5 @@
 -- 0003: keep the planner's estimate of a checkpoint's pending writes small, whatever ANALYZE saw.
+-- additive: no table changes shape; code that knows only 0001-0002 runs unchanged against it.
 -- get_tuple, list and the DeltaChannel history look up a checkpoint's writes by the first three
 -- columns of the writes key. The planner estimates how many rows that matches as rows / n_distinct
 -- of checkpoint_id. Statistics taken while the table held a few checkpoints with many writes each (a

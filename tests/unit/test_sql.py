@@ -114,3 +114,23 @@ def test_wheel_contains_the_sql(tmp_path: Path) -> None:
     for mig in (ROOT / "sql" / "migrations").glob("*.sql"):
         assert f"langgraph_pg_saver/sql/migrations/{mig.name}" in names
     assert "langgraph_pg_saver/py.typed" in names
+
+
+def test_additive_migrations_are_marked_in_their_header() -> None:
+    flags = {m.version: m.additive for m in _sql.migrations()}
+    assert flags[1] is False
+    assert flags[2] is False
+    assert flags[3] is True
+
+
+def test_newer_migrations_are_refused_unless_all_additive() -> None:
+    from langgraph_pg_saver import SchemaTooNewError, _migrate
+
+    head = _migrate.head()
+    known = dict.fromkeys(range(1, head + 1), False)
+    assert _migrate.pending("s", {**known, head + 1: True, head + 2: True}) == ()
+    with pytest.raises(SchemaTooNewError):
+        _migrate.pending("s", {**known, head + 1: True, head + 2: False})
+    # an older known migration still missing is applied even next to newer additive ones
+    missing = {v: a for v, a in known.items() if v != head} | {head + 1: True}
+    assert [m.version for m in _migrate.pending("s", missing)] == [head]
