@@ -89,37 +89,27 @@ STALE_TABLES = {
 }
 
 
-def stale_saver(impl: str, dsn: str, stack: ExitStack) -> BaseCheckpointSaver[Any]:
-    """A saver whose tables live in STALE_SCHEMA (ours: its schema option; the official saver's
-    tables follow the connection's search_path)."""
+def sync_saver(
+    impl: str, dsn: str, stack: ExitStack, schema: str | None = None
+) -> BaseCheckpointSaver[Any]:
+    """A saver as its users make it; with ``schema``, its tables live there (ours: the schema
+    option; the official saver's tables follow the connection's search_path)."""
     if impl == "ours":
         return stack.enter_context(
             PostgresSaver.from_conn_string(
-                dsn, max_size=4, prepare_threshold=OURS_PREPARE, schema=STALE_SCHEMA
+                dsn, max_size=4, prepare_threshold=OURS_PREPARE, schema=schema or "public"
             )
         )
+    if OFFICIAL_PREPARE == 0 and schema is None:
+        return stack.enter_context(OfficialSaver.from_conn_string(dsn))
+    options = {"options": f"-c search_path={schema}"} if schema else {}
     conn = stack.enter_context(
         psycopg.connect(
             dsn,
             autocommit=True,
             prepare_threshold=OFFICIAL_PREPARE,
             row_factory=dict_row,
-            options=f"-c search_path={STALE_SCHEMA}",
-        )
-    )
-    return OfficialSaver(conn)
-
-
-def sync_saver(impl: str, dsn: str, stack: ExitStack) -> BaseCheckpointSaver[Any]:
-    if impl == "ours":
-        return stack.enter_context(
-            PostgresSaver.from_conn_string(dsn, max_size=4, prepare_threshold=OURS_PREPARE)
-        )
-    if OFFICIAL_PREPARE == 0:
-        return stack.enter_context(OfficialSaver.from_conn_string(dsn))
-    conn = stack.enter_context(
-        psycopg.connect(
-            dsn, autocommit=True, prepare_threshold=OFFICIAL_PREPARE, row_factory=dict_row
+            **options,
         )
     )
     return OfficialSaver(conn)
@@ -871,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute("ANALYZE")  # every run starts from the same statistics
                 conn.execute(f"DROP SCHEMA IF EXISTS {STALE_SCHEMA} CASCADE")
                 conn.execute(f"CREATE SCHEMA {STALE_SCHEMA}")
-            stale = {impl: stale_saver(impl, dsn, stack) for impl in IMPLS}
+            stale = {impl: sync_saver(impl, dsn, stack, STALE_SCHEMA) for impl in IMPLS}
             for impl in IMPLS:
                 stale[impl].setup()  # type: ignore[attr-defined]
                 bench.build_stale(impl, stale[impl], STALE_TABLES[impl])

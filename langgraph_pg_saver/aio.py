@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -513,15 +514,19 @@ class AsyncPostgresSaver(_SaverBase):
 
 async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
     conn = cur.connection
+    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
+    guard = (
+        contextlib.nullcontext()
+        if conn.info.transaction_status == _IDLE_STATUS
+        else conn.transaction()
+    )
     try:
-        if conn.info.transaction_status == _IDLE_STATUS:
+        async with guard:
             await cur.execute(q["migrations_applied"], prepare=False)
-            return _migrate.applied_from_rows(await cur.fetchall())
-        async with conn.transaction():
-            await cur.execute(q["migrations_applied"], prepare=False)
-            return _migrate.applied_from_rows(await cur.fetchall())
+            rows = await cur.fetchall()
     except _MISSING_SCHEMA:
         return None
+    return _migrate.applied_from_rows(rows)
 
 
 async def _fetch_rows(cur: AsyncCursor[TupleRow], returns: int) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -461,15 +462,15 @@ def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
     """Applied migration versions (and whether each is additive), or None when the migrations
     table does not exist yet."""
     conn = cur.connection
+    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
+    guard = (
+        contextlib.nullcontext()
+        if conn.info.transaction_status == _IDLE_STATUS
+        else conn.transaction()
+    )
     try:
-        if conn.info.transaction_status == _IDLE_STATUS:
-            return _migrate.applied_from_rows(
-                cur.execute(q["migrations_applied"], prepare=False).fetchall()
-            )
-        # inside the caller's transaction: a savepoint keeps a missing table from aborting it
-        with conn.transaction():
-            return _migrate.applied_from_rows(
-                cur.execute(q["migrations_applied"], prepare=False).fetchall()
-            )
+        with guard:
+            rows = cur.execute(q["migrations_applied"], prepare=False).fetchall()
     except _MISSING_SCHEMA:
         return None
+    return _migrate.applied_from_rows(rows)

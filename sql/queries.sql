@@ -353,13 +353,12 @@ CREATE SCHEMA IF NOT EXISTS {schema}
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_migrations (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now(),
-    additive   boolean NOT NULL DEFAULT false
+    applied_at timestamptz NOT NULL DEFAULT now()
 )
 
 -- name: migrations_bootstrap_additive
--- The flag for a table created by a release before it (runs under the migration lock, before any
--- migration is recorded).
+-- The additive flag (_migrate.pending), for new tables and for those of releases before it; runs
+-- under the migration lock, after migrations_bootstrap and before any migration is recorded.
 ALTER TABLE {schema}.pgsaver_migrations ADD COLUMN IF NOT EXISTS additive boolean NOT NULL DEFAULT false
 
 -- name: migrations_record

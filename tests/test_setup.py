@@ -252,6 +252,7 @@ def test_upgrade_keeps_existing_data(empty_db_dsn: str) -> None:
                 "DROP TABLE IF EXISTS pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes, pgsaver_migrations"
             )
             conn.execute(q["migrations_bootstrap"])
+            conn.execute(q["migrations_bootstrap_additive"])
             for mig in migrations()[:level]:
                 conn.execute(q.migration(mig))
                 conn.execute(
