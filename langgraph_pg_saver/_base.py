@@ -74,9 +74,18 @@ class _SaverBase(BaseCheckpointSaver[str]):
         Writes to special channels (negative idx) replace earlier ones: an expected conflict,
         handled by the upsert directly. Ordinary writes first try a plain INSERT.
         """
+        q = self._q
+        rows = params[_core.ROWS]
+        if rows:  # ordinary writes as scalars (see _core.put_writes_params)
+            return q.rows_variant("put_writes_new", rows), q.rows_variant("put_writes", rows)
         if min(params["idxs"]) < 0:
-            return self._q["put_writes"], None
-        return self._q["put_writes_new"], self._q["put_writes"]
+            return q["put_writes"], None
+        return q["put_writes_new"], q["put_writes"]
+
+    def _put_sql(self, params: _core.Params) -> tuple[bytes, bytes]:
+        """put's plain INSERT and the upsert to fall back to, for the form of ``params``."""
+        rows = params[_core.ROWS]
+        return self._q.rows_variant("put_new", rows), self._q.rows_variant("put", rows)
 
     def _check_open(self) -> None:
         if self._closed:

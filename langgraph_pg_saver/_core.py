@@ -241,31 +241,63 @@ def filter_param(filter: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- put
 
 
+#: put and put_writes send up to this many rows as scalar parameters of a VALUES list (one prepared
+#: statement per count, see Queries.rows_variant), more as arrays; params[ROWS] says which
+VALUES_MAX_ROWS = 8
+ROWS = "rows"  # not a placeholder: the count of rows sent as scalars, 0 for arrays
+_BLOB_KEYS = tuple((f"bc{i}", f"bv{i}", f"bt{i}", f"bb{i}") for i in range(VALUES_MAX_ROWS))
+_WRITE_KEYS = tuple((f"wc{i}", f"wt{i}", f"wb{i}") for i in range(VALUES_MAX_ROWS))
+
+
 def put_params(
     serde: SerializerProtocol,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
+    *,
+    values_max: int = VALUES_MAX_ROWS,
 ) -> Params:
-    """Parameters of the ``put`` query. Raises before anything is written if the input is unusable."""
+    """Parameters of the ``put`` query. Raises before anything is written if the input is unusable.
+
+    The values of ``new_versions`` go as scalars when there are at most ``values_max`` (and at
+    least one) of them, otherwise as arrays (``values_max=0``: always arrays).
+    """
     keys = config_keys(config)
     checkpoint_id = _text(checkpoint["id"], "checkpoint id")
     values = checkpoint["channel_values"]
-    channels = TextArray()
-    versions = TextArray()
-    types = TextArray()
-    blobs = ByteaArray()
-    for channel, version in new_versions.items():
-        channels.append(_text(channel, "channel name"))
-        versions.append(version_key(version))
-        if channel in values:
-            type_, data = serde.dumps_typed(values[channel])
-            types.append(type_)
-            blobs.append(bytes(data))
-        else:
-            types.append(EMPTY)
-            blobs.append(None)
+    params: Params = {}
+    rows = len(new_versions)
+    if 0 < rows <= min(values_max, VALUES_MAX_ROWS):
+        for (c, v, t, b), (channel, version) in zip(_BLOB_KEYS, new_versions.items(), strict=False):
+            params[c] = _text(channel, "channel name")
+            params[v] = version_key(version)
+            if channel in values:
+                params[t], data = serde.dumps_typed(values[channel])
+                params[b] = bytes(data)
+            else:
+                params[t] = EMPTY
+                params[b] = None
+    else:
+        rows = 0
+        channels = TextArray()
+        versions = TextArray()
+        types = TextArray()
+        blobs = ByteaArray()
+        for channel, version in new_versions.items():
+            channels.append(_text(channel, "channel name"))
+            versions.append(version_key(version))
+            if channel in values:
+                type_, data = serde.dumps_typed(values[channel])
+                types.append(type_)
+                blobs.append(bytes(data))
+            else:
+                types.append(EMPTY)
+                blobs.append(None)
+        params["blob_channels"] = channels
+        params["blob_versions"] = versions
+        params["blob_types"] = types
+        params["blob_values"] = blobs
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
     body_type, body_bytes = serde.dumps_typed(body)
     all_versions = checkpoint["channel_versions"]
@@ -278,22 +310,18 @@ def put_params(
     merged = merge_metadata(config, metadata)
     metadata_json, lossy = encode_json(merged)
     run_id = merged.get("run_id")
-    return {
-        "thread_id": keys.thread_id,
-        "checkpoint_ns": keys.checkpoint_ns,
-        "checkpoint_id": checkpoint_id,
-        "parent_checkpoint_id": keys.checkpoint_id,
-        "run_id": None if run_id is None else _text(run_id, "metadata run_id"),
-        "type": body_type,
-        "checkpoint": bytes(body_bytes),
-        "channel_versions": versions_json,
-        "metadata": metadata_json,
-        "metadata_exact": pack_typed(serde, merged) if lossy else None,
-        "blob_channels": channels,
-        "blob_versions": versions,
-        "blob_types": types,
-        "blob_values": blobs,
-    }
+    params[ROWS] = rows
+    params["thread_id"] = keys.thread_id
+    params["checkpoint_ns"] = keys.checkpoint_ns
+    params["checkpoint_id"] = checkpoint_id
+    params["parent_checkpoint_id"] = keys.checkpoint_id
+    params["run_id"] = None if run_id is None else _text(run_id, "metadata run_id")
+    params["type"] = body_type
+    params["checkpoint"] = bytes(body_bytes)
+    params["channel_versions"] = versions_json
+    params["metadata"] = metadata_json
+    params["metadata_exact"] = pack_typed(serde, merged) if lossy else None
+    return params
 
 
 #: a statement whose values exceed this many bytes runs on a cursor of its own, which is dropped
@@ -332,11 +360,14 @@ def put_writes_params(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    *,
+    values_max: int = VALUES_MAX_ROWS,
 ) -> Params | None:
     """Parameters of ``put_writes``, or None when there is nothing to write.
 
     Ordinary writes get their position as idx; special channels get their fixed negative idx, and
-    if one call repeats a special channel the last value wins (as a later call would).
+    if one call repeats a special channel the last value wins (as a later call would). Up to
+    ``values_max`` ordinary writes go as scalars, others as arrays (see put_params).
     """
     keys = config_keys(config)
     if keys.checkpoint_id is None:
@@ -347,6 +378,26 @@ def put_writes_params(
         rows[idx] = (_text(channel, "write channel"), value)
     if not rows:
         return None
+    params: Params = {
+        "thread_id": keys.thread_id,
+        "checkpoint_ns": keys.checkpoint_ns,
+        "checkpoint_id": keys.checkpoint_id,
+        "task_id": _text(task_id, "task_id"),
+        "task_path": _text(task_path or "", "task_path"),
+    }
+    # ordinary writes only (idx = position, 0..n-1): scalars of a VALUES list whose idx is written
+    # into the statement (see _write_rows in queries.sql)
+    if (
+        len(rows) <= min(values_max, VALUES_MAX_ROWS)
+        and len(rows) == len(writes)
+        and min(rows) >= 0
+    ):
+        for (c, t, b), (channel, value) in zip(_WRITE_KEYS, rows.values(), strict=False):
+            params[c] = channel
+            params[t], data = serde.dumps_typed(value)
+            params[b] = bytes(data)
+        params[ROWS] = len(rows)
+        return params
     idxs = Int4Array()
     channels = TextArray()
     types = TextArray()
@@ -357,17 +408,12 @@ def put_writes_params(
         channels.append(channel)
         types.append(type_)
         blobs.append(bytes(data))
-    return {
-        "thread_id": keys.thread_id,
-        "checkpoint_ns": keys.checkpoint_ns,
-        "checkpoint_id": keys.checkpoint_id,
-        "task_id": _text(task_id, "task_id"),
-        "task_path": _text(task_path or "", "task_path"),
-        "idxs": idxs,
-        "channels": channels,
-        "types": types,
-        "values": blobs,
-    }
+    params[ROWS] = 0
+    params["idxs"] = idxs
+    params["channels"] = channels
+    params["types"] = types
+    params["values"] = blobs
+    return params
 
 
 # --------------------------------------------------------------------------- reads

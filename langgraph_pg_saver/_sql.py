@@ -24,6 +24,8 @@ _NAME_RE = re.compile(r"^-- name: (\S+)\s*$", re.MULTILINE)
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
+# fragments that send a statement's rows as arrays, each with a "_values" and a one-row variant
+_ROW_SETS = ("_blob_rows", "_write_rows")
 
 
 def sql_dir() -> Path:
@@ -120,7 +122,7 @@ class Queries:
                 k: v
                 for k, v in pending.items()
                 if all(
-                    n in self._fragments or n in ("schema", "where")
+                    n in self._fragments or n in ("schema", "where", "rows")
                     for n in _PLACEHOLDER_RE.findall(v)
                 )
                 or not any(n in pending for n in _PLACEHOLDER_RE.findall(v))
@@ -131,7 +133,7 @@ class Queries:
                 )
             for k, v in ready.items():
                 self._fragments[k] = _render(
-                    v, self.schema_sql, {**self._fragments, "where": "{where}"}
+                    v, self.schema_sql, {**self._fragments, "where": "{where}", "rows": "{rows}"}
                 )
                 del pending[k]
         self._rendered: dict[str, bytes] = {}
@@ -145,6 +147,7 @@ class Queries:
             else:
                 self._rendered[name] = rendered.encode()
         self._where_cache: dict[tuple[str, tuple[str, ...], str], bytes] = {}
+        self._rows_cache: dict[tuple[str, int], bytes] = {}
 
     def __getitem__(self, name: str) -> bytes:
         return self._rendered[name]
@@ -159,6 +162,29 @@ class Queries:
             where = " AND ".join(f"({p})" for p in parts) if parts else "true"
             cached = self._templates[name].replace("{where}", where).encode()
             self._where_cache[key] = cached
+        return cached
+
+    def rows_variant(self, name: str, rows: int) -> bytes:
+        """Query ``name`` (put, put_new, put_writes, put_writes_new) with its rows sent as a VALUES
+        list of ``rows`` rows of scalar parameters instead of as arrays (see ``_blob_rows`` in
+        queries.sql); with ``rows == 0``, the query as it is."""
+        if rows == 0:
+            return self._rendered[name]
+        key = (name, rows)
+        cached = self._rows_cache.get(key)
+        if cached is None:
+            text = self._rendered[name].decode()
+            for arrays in _ROW_SETS:
+                fragment = self._fragments[arrays]
+                if fragment in text:
+                    row = self._fragments[arrays[:-1]]  # _blob_rows -> _blob_row
+                    listed = ", ".join(row.replace("#", str(i)) for i in range(rows))
+                    values = self._fragments[f"{arrays}_values"].replace("{rows}", listed)
+                    text = text.replace(fragment, values)
+                    break
+            else:
+                raise KeyError(f"query {name!r} sends no rows as arrays")
+            cached = self._rows_cache[key] = text.encode()
         return cached
 
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:

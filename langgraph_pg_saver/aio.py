@@ -301,7 +301,8 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and its changed channel values (one statement)."""
         params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        if await self._fetch(self._q["put_new"], params, ONE_ROW, self._q["put"]) is None:
+        insert, upsert = self._put_sql(params)
+        if await self._fetch(insert, params, ONE_ROW, upsert) is None:
             raise ParentCheckpointMissingError(
                 params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
             )

@@ -76,8 +76,22 @@ WITH guard AS (
 -- name: _put_blobs
 INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
-    FROM allowed, unnest(%(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
-                         %(blob_values)b::bytea[]) AS b (channel, version, type, blob)
+    FROM allowed, {_blob_rows}
+
+-- name: _blob_rows
+-- The channel values as arrays, for any number of them. Up to _core.VALUES_MAX_ROWS values travel
+-- instead as scalar parameters of a VALUES list (_blob_rows_values, one _blob_row per value, "#"
+-- replaced by its position; see Queries.rows_variant): building and packing the arrays is Python
+-- that psycopg's C dumpers do not run, and Postgres unpacks them again. Scalars made a put ~45 µs
+-- faster (0.528 -> 0.483 ms in the benchmark), put_writes ~25 µs; one prepared statement per count.
+unnest(%(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
+       %(blob_values)b::bytea[]) AS b (channel, version, type, blob)
+
+-- name: _blob_rows_values
+(VALUES {rows}) AS b (channel, version, type, blob)
+
+-- name: _blob_row
+(%(bc#)s::text, %(bv#)s::text, %(bt#)s::text, %(bb#)b::bytea)
 
 -- name: _put_row
 INSERT INTO {schema}.pgsaver_checkpoints (
@@ -116,8 +130,19 @@ INSERT INTO {schema}.pgsaver_writes (
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM guard, unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
-                   %(values)b::bytea[]) AS w (idx, channel, type, blob)
+FROM guard, {_write_rows}
+
+-- name: _write_rows
+-- The writes as arrays; up to _core.VALUES_MAX_ROWS ordinary writes (idx = position) travel as a
+-- VALUES list instead, as the channel values of put do (_blob_rows).
+unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
+       %(values)b::bytea[]) AS w (idx, channel, type, blob)
+
+-- name: _write_rows_values
+(VALUES {rows}) AS w (idx, channel, type, blob)
+
+-- name: _write_row
+(#, %(wc#)s::text, %(wt#)s::text, %(wb#)b::bytea)
 
 -- name: lock_threads
 -- Exclusive per-thread locks for one lifecycle batch, always taken in the same order (no deadlocks

@@ -79,7 +79,9 @@ def build(
         metadata: Any = {"step": i}
         if delta_channels:  # as LangGraph records them: the delta channels with non-zero counters
             metadata["counters_since_delta_snapshot"] = {ch: [1, 1] for ch in delta_channels}
-        put_rows.append(_core.put_params(saver.serde, config, cp, metadata, new_versions))
+        put_rows.append(
+            _core.put_params(saver.serde, config, cp, metadata, new_versions, values_max=0)
+        )
         node = Node(cid, parent.checkpoint_id if parent else None, versions)
         hist.nodes.append(node)
         stored: Any = {
@@ -98,6 +100,7 @@ def build(
                 writes,
                 f"task-{rng.randrange(5)}-{t}",
                 rng.choice(("", "~a", "~b:1", "~b:0")),
+                values_max=0,  # one executemany below: every row's parameters as arrays
             )
             if params is not None:
                 write_rows.append(params)

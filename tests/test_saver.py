@@ -23,6 +23,7 @@ from langgraph_pg_saver import (
     InvalidInputError,
     PostgresSaver,
     SaverClosedError,
+    _core,
 )
 
 
@@ -278,6 +279,32 @@ def test_a_repeated_put_inside_the_callers_transaction_leaves_it_usable(db_dsn: 
         tup = saver.get_tuple(stored)
         assert tup is not None
         assert tup.metadata == {"step": 2}
+
+
+_SAMPLES: list[Any] = [None, b"\x00raw", "text", {"k": [1, 2.5]}, 7, "", [None], b""]
+
+
+@pytest.mark.parametrize("n", [1, 2, _core.VALUES_MAX_ROWS, _core.VALUES_MAX_ROWS + 1])
+def test_any_number_of_values_and_writes_round_trips(saver: PostgresSaver, n: int) -> None:
+    # up to VALUES_MAX_ROWS values or writes travel as scalars of a VALUES list, more as arrays:
+    # both forms store the same rows, and fall back to the upsert the same way
+    names = [f"ch{i}" for i in range(n)]
+    values = {ch: _SAMPLES[i % len(_SAMPLES)] for i, ch in enumerate(names)}
+    stored_values = {ch: v for ch, v in values.items() if ch != names[-1]}  # the last: no value
+    versions = {ch: f"v{i}" for i, ch in enumerate(names)}
+    cp = checkpoint(stored_values, versions)
+    stored = saver.put(config("t"), cp, {"step": 1}, versions)
+    again = saver.put(config("t"), cp, {"step": 2}, versions)  # every row exists: the upsert
+    assert again == stored
+    writes = [(ch, values[ch]) for ch in names]
+    saver.put_writes(stored, writes, "task", "path")
+    saver.put_writes(stored, [(ch, "later") for ch in names], "task", "path")  # kept: the first
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == stored_values
+    assert tup.checkpoint["channel_versions"] == versions
+    assert tup.metadata == {"step": 2}
+    assert tup.pending_writes == [("task", ch, v) for ch, v in writes]
 
 
 def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(

@@ -59,7 +59,10 @@ def test_pack_typed_round_trip() -> None:
         )
 
 
-def test_put_params_stores_only_new_versions_and_marks_missing_values_empty() -> None:
+@pytest.mark.parametrize("values_max", [_core.VALUES_MAX_ROWS, 0])
+def test_put_params_stores_only_new_versions_and_marks_missing_values_empty(
+    values_max: int,
+) -> None:
     checkpoint = {
         "v": 1,
         "id": "cp-2",
@@ -75,11 +78,22 @@ def test_put_params_stores_only_new_versions_and_marks_missing_values_empty() ->
         checkpoint,  # type: ignore[arg-type]
         {"source": "loop", "step": 1, "run_id": "r"},
         {"b": "1", "delta": "5"},
+        values_max=values_max,
     )
     assert params["parent_checkpoint_id"] == "cp-1"
-    assert params["blob_channels"] == ["b", "delta"]
-    assert params["blob_types"] == ["null", "empty"]
-    assert params["blob_values"][1] is None
+    if values_max:  # scalars, one key per row and column (the VALUES form of put)
+        assert params[_core.ROWS] == 2
+        assert (params["bc0"], params["bc1"]) == ("b", "delta")
+        assert (params["bv0"], params["bv1"]) == ("1", "5")
+        assert (params["bt0"], params["bt1"]) == ("null", "empty")
+        assert params["bb1"] is None
+        assert "blob_channels" not in params
+    else:
+        assert params[_core.ROWS] == 0
+        assert params["blob_channels"] == ["b", "delta"]
+        assert params["blob_types"] == ["null", "empty"]
+        assert params["blob_values"][1] is None
+        assert "bc0" not in params
     assert params["run_id"] == "r"
     assert params["metadata_exact"] is None
     body = SERDE.loads_typed((params["type"], params["checkpoint"]))
@@ -158,10 +172,39 @@ def test_put_writes_params_idx_rules() -> None:
     assert rows == {0: "x", -3: "__interrupt__", 2: "y", -1: "__error__"}
     i = params["idxs"].index(-3)
     assert SERDE.loads_typed((params["types"][i], params["values"][i])) == "last"
+    assert params[_core.ROWS] == 0  # special channels: arrays, with their own idx
     assert (
         _core.put_writes_params(SERDE, cfg(thread_id="t", checkpoint_id="c"), [], "task", "")
         is None
     )
+
+
+def test_ordinary_writes_go_as_scalars_up_to_the_limit() -> None:
+    config = cfg(thread_id="t", checkpoint_id="c")
+    writes = [(f"ch{i}", i) for i in range(_core.VALUES_MAX_ROWS + 1)]
+    params = _core.put_writes_params(SERDE, config, writes[:3], "task", "")
+    assert params is not None
+    assert params[_core.ROWS] == 3
+    assert [params[f"wc{i}"] for i in range(3)] == ["ch0", "ch1", "ch2"]
+    assert SERDE.loads_typed((params["wt2"], params["wb2"])) == 2
+    assert "idxs" not in params
+    # one more than the limit, or values_max=0: arrays
+    for many, values_max in ((writes, _core.VALUES_MAX_ROWS), (writes[:3], 0)):
+        params = _core.put_writes_params(SERDE, config, many, "task", "", values_max=values_max)
+        assert params is not None
+        assert params[_core.ROWS] == 0
+        assert params["idxs"] == list(range(len(many)))
+
+
+def test_put_params_send_arrays_for_no_values_and_for_many() -> None:
+    names = [f"ch{i}" for i in range(_core.VALUES_MAX_ROWS + 1)]
+    body = {**_body(dict.fromkeys(names, 1)), "channel_values": dict.fromkeys(names, "v")}
+    for new_versions in ({}, dict.fromkeys(names, 1)):
+        params = _core.put_params(SERDE, cfg(thread_id="t"), body, {}, new_versions)  # type: ignore[arg-type]
+        assert params[_core.ROWS] == 0
+        assert params["blob_channels"] == list(new_versions)
+    params = _core.put_params(SERDE, cfg(thread_id="t"), body, {}, dict.fromkeys(names[:-1], 1))  # type: ignore[arg-type]
+    assert params[_core.ROWS] == _core.VALUES_MAX_ROWS
 
 
 def test_list_select_predicates() -> None:
@@ -235,7 +278,15 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1)], "t", ""
     )
     assert ordinary is not None
-    assert saver._put_writes_sql(ordinary) == (q["put_writes_new"], q["put_writes"])
+    assert saver._put_writes_sql(ordinary) == (
+        q.rows_variant("put_writes_new", 1),
+        q.rows_variant("put_writes", 1),
+    )
+    as_arrays = _core.put_writes_params(
+        SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1)], "t", "", values_max=0
+    )
+    assert as_arrays is not None
+    assert saver._put_writes_sql(as_arrays) == (q["put_writes_new"], q["put_writes"])
     # a special channel is expected to replace an earlier row: the upsert, with nothing to fall back to
     special = _core.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1), ("__interrupt__", 2)], "t", ""
@@ -257,3 +308,24 @@ def test_the_fast_json_encoder_writes_what_the_standard_one_writes() -> None:
         with pytest.raises(error):
             _core._strict_json(bad)
         assert _core.encode_json(bad)[1] is True  # stored lossy, with the exact form aside
+
+
+@pytest.mark.parametrize("name", ["put", "put_new", "put_writes", "put_writes_new"])
+def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(name: str) -> None:
+    from langgraph_pg_saver._sql import queries_for
+
+    q = queries_for("public")
+    arrays = q[name]
+    assert q.rows_variant(name, 0) == arrays
+    two = q.rows_variant(name, 2)
+    assert b"unnest(" in arrays
+    assert b"unnest(" not in two
+    assert two.count(b"::bytea)") == 2
+    # the same statement around the row source
+    head = arrays[: arrays.index(b"unnest(")]
+    tail = arrays[arrays.index(b"AS ", arrays.index(b"unnest(")) :]
+    assert two.startswith(head + b"(VALUES (")
+    assert two.endswith(tail)
+    assert q.rows_variant(name, 2) is two  # made once
+    with pytest.raises(KeyError, match="get_tuple"):
+        q.rows_variant("get_tuple", 1)

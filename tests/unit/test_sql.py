@@ -24,6 +24,7 @@ def _used_names() -> set[str]:
         used |= set(re.findall(r'q(?:ueries)?\["(\w+)"\]', text))
         used |= set(re.findall(r'self\._q\["(\w+)"\]', text))
         used |= set(re.findall(r'with_where\("(\w+)"', text))
+        used |= set(re.findall(r'rows_variant\("(\w+)"', text))
     return used
 
 
