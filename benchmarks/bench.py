@@ -4,10 +4,11 @@
 
 Both savers run the same workloads in one process, on one Postgres server with default settings
 (fsync on): a throwaway cluster from the local server binaries, or LANGGRAPH_PG_BENCH_DSN. Single
-operations (put, put_writes, get_tuple, list, get_state) alternate between the savers call by call,
-so both see the same moments of a noisy shared machine; the graph workloads run as blocks, and
-rounds rotate which of the two savers and the floor goes first. Each workload reports the median over rounds of each round's
-median per-operation latency (or throughput), the min-max, and the ratio official/ours (>1: we are
+operations (put, put_writes, get_tuple, list, get_state) and the sync graph's invokes alternate
+between the savers and the floor call by call, so all see the same moments of a noisy shared
+machine; the async workload runs as blocks, and rounds rotate which of the two savers and the floor
+goes first. Each workload reports the median over rounds of each round's median per-operation
+latency (or the block's throughput), the min-max, and the ratio official/ours (>1: we are
 faster), next to a floor measured in the same rounds (see FLOORS). "get_tuple by id, stale
 statistics" reads from tables of their own (schema bench_stale) whose statistics were taken while two
 checkpoints held thousands of writes each. Results also go to benchmarks/results/latest.json. This is
@@ -243,7 +244,7 @@ FLOORS = (
     " list(thread): its 20 checkpoint rows, their distinct values and writes, the same way;"
     " list(None, filter): one round trip; graphs: LangGraph over a saver doing one durable 1-row INSERT per"
     " put and put_writes over the same driver; get_state: LangGraph with InMemorySaver."
-    " Single-operation floors run interleaved with the savers' calls. best: official / floor"
+    " Single-operation and sync graph floors run interleaved with the savers' calls. best: official / floor"
 )
 
 ROWS_FLOOR_SQL = """
@@ -355,6 +356,7 @@ class AsyncDriverFloor(InMemorySaver):
 
 
 GET_STATE_CALLS = {True: 20, False: 3}  # per saver and round: at 300 supersteps, at 20,000
+GRAPH_INVOKES = 24  # per saver and round, of the 8-node graph (9 supersteps each)
 PW_CHECKPOINTS = 300  # checkpoints the put_writes workload spreads its tasks over
 STALE_SCHEMA = "bench_stale"  # both savers' tables for the stale-statistics workload
 FAN_OUT = 1000  # put_writes calls (3 writes each) on each of the two fan-out checkpoints
@@ -394,15 +396,10 @@ class Bench:
             )
 
     def run_floors(self, r: int) -> None:
-        """Per round: the graph workloads' floors (see FLOORS); the single operations' floors run
-        interleaved with the savers' calls (single_op_floors)."""
+        """Per round: the async workload's floor (see FLOORS); the other floors run interleaved with
+        the savers' calls (single_op_floors, run_graphs)."""
         with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
-            graph = eight_nodes().compile(checkpointer=DriverFloor(conn))
-            t0 = time.perf_counter()
-            for i in range(8):
-                graph.invoke({"log": []}, {"configurable": {"thread_id": f"floor-graph-{r}-{i}"}})
-            self.floor("graph superstep (sync)", (time.perf_counter() - t0) / (8 * 9) * 1000)
 
         async def concurrent() -> None:
             pool = AsyncConnectionPool(
@@ -660,15 +657,27 @@ class Bench:
                 f"DeltaChannel get_state @{steps}", 2 * GET_STATE_CALLS[steps == 300], get_state
             )
 
-    def run_graphs(self, impl: str, saver: BaseCheckpointSaver[Any], r: int) -> None:
-        # a real 8-node graph (ms per superstep)
-        graph = eight_nodes().compile(checkpointer=saver)
-        t0 = time.perf_counter()
-        steps = 0
-        for i in range(8):
-            graph.invoke({"log": []}, {"configurable": {"thread_id": f"{impl}-graph-{r}-{i}"}})
-            steps += 9  # input + 8 nodes
-        self.record("graph superstep (sync)", impl, (time.perf_counter() - t0) / steps * 1000)
+    def run_graphs(self, savers: dict[str, BaseCheckpointSaver[Any]], r: int) -> None:
+        """A real 8-node graph (ms per superstep): each saver's graph and the floor's are invoked in
+        turn (see alternate), GRAPH_INVOKES times each; an invoke is 9 supersteps (input + 8
+        nodes). Invoking them in turn, rather than timing a block of invokes per saver, keeps a
+        moment of machine noise from landing on one saver only."""
+        graphs = {impl: eight_nodes().compile(checkpointer=savers[impl]) for impl in IMPLS}
+
+        def invoke(graph: Any, thread: str) -> float:
+            t0 = time.perf_counter()
+            graph.invoke({"log": []}, {"configurable": {"thread_id": thread}})
+            return (time.perf_counter() - t0) / 9
+
+        with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
+            floor_graph = eight_nodes().compile(checkpointer=DriverFloor(conn))
+            self.alternate(
+                "graph superstep (sync)",
+                GRAPH_INVOKES,
+                lambda impl, i: invoke(graphs[impl], f"{impl}-graph-{r}-{i}"),
+                floor=lambda i: invoke(floor_graph, f"floor-graph-{r}-{i}"),
+            )
 
     async def run_async(self, impl: str, r: int) -> None:
         n_threads, invokes = 50, 3
@@ -869,14 +878,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 bench.run_single_ops(savers, r)
                 bench.run_stale(stale)
-                # the graph workloads and their floors run as blocks; who goes first rotates, so
-                # the floor is measured in the same positions as the savers
+                bench.run_graphs(savers, r)
+                # the async workload and its floor run as blocks; who goes first rotates, so the
+                # floor is measured in the same positions as the savers
                 k = r % len(parties)
                 for who in parties[k:] + parties[:k]:
                     if who == "floor":
                         bench.run_floors(r)
                     else:
-                        bench.run_graphs(who, savers[who], r)
                         asyncio.run(bench.run_async(who, r))
                 print(f"round {r + 1}/{args.rounds} done", flush=True)
         rows = summarize(bench)
