@@ -35,7 +35,7 @@ from typing import Annotated, Any
 
 import psycopg
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
@@ -242,8 +242,9 @@ FLOORS = (
     "floor: put/put_writes: one durable INSERT of the same payload (3 rows) in one statement;"
     " get_tuple: the same rows read by primary key in one prepared statement, not decoded;"
     " list(thread): its 20 checkpoint rows, their distinct values and writes, the same way;"
-    " list(None, filter): one round trip; graphs: LangGraph over a saver doing one durable 1-row INSERT per"
-    " put and put_writes over the same driver; get_state: LangGraph with InMemorySaver."
+    " list(None, filter): one round trip; graphs: LangGraph over InMemorySaver plus one durable 1-row"
+    " INSERT of the serialized payload per put and put_writes over the same driver; get_state: LangGraph"
+    " with InMemorySaver."
     " Single-operation and sync graph floors run interleaved with the savers' calls. best: official / floor"
 )
 
@@ -302,12 +303,27 @@ FROM k CROSS JOIN LATERAL (
 ) AS w
 """
 
-FLOOR_INSERT = "INSERT INTO bench_floor VALUES (%s, NULL)"
+FLOOR_TABLE = (
+    "CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)",
+    "ALTER TABLE bench_floor ALTER v SET STORAGE MAIN",  # kept whole in its row, as ours
+)
+FLOOR_INSERT = "INSERT INTO bench_floor VALUES (%s, %s)"
+
+
+def make_floor_table(conn: psycopg.Connection[Any]) -> None:
+    for statement in FLOOR_TABLE:
+        conn.execute(statement)
+
+
+def floor_key() -> int:
+    return uuid.uuid4().int >> 65
 
 
 class DriverFloor(InMemorySaver):
     """InMemorySaver that also pays the least any Postgres saver pays over psycopg: one durable
-    single-row INSERT per put and per put_writes, one round trip per get_tuple."""
+    single-row INSERT per put and per put_writes, carrying the bytes the call must make durable
+    (what InMemorySaver serialized: the new channel values, the checkpoint and its metadata, or
+    the writes), and one round trip per get_tuple."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         super().__init__()
@@ -318,19 +334,35 @@ class DriverFloor(InMemorySaver):
         return super().get_tuple(config)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self.conn.execute(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
-        return super().put(config, checkpoint, metadata, new_versions)
+        stored = super().put(config, checkpoint, metadata, new_versions)
+        self.conn.execute(FLOOR_INSERT, (floor_key(), self.put_payload(stored, new_versions)))
+        return stored
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
-        self.conn.execute(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
         super().put_writes(config, writes, task_id, task_path)
+        self.conn.execute(FLOOR_INSERT, (floor_key(), self.writes_payload(config, writes, task_id)))
+
+    def put_payload(self, stored: Any, new_versions: Any) -> bytes:
+        c = stored["configurable"]
+        thread, ns = c["thread_id"], c["checkpoint_ns"]
+        parts = [self.blobs[(thread, ns, k, v)][1] for k, v in new_versions.items()]
+        body, meta, _ = self.storage[thread][ns][c["checkpoint_id"]]
+        return b"".join((*parts, body[1], meta[1]))
+
+    def writes_payload(self, config: Any, writes: Any, task_id: str) -> bytes:
+        c = config["configurable"]
+        stored = self.writes[(c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])]
+        return b"".join(
+            stored[(task_id, WRITES_IDX_MAP.get(ch, idx))][2][1]
+            for idx, (ch, _) in enumerate(writes)
+        )
 
 
-class AsyncDriverFloor(InMemorySaver):
+class AsyncDriverFloor(DriverFloor):
     """DriverFloor for the async workload, over its own pool of 10."""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
-        super().__init__()
+        InMemorySaver.__init__(self)
         self.pool = pool
 
     async def _statement(self, query: str, params: Any = None) -> None:
@@ -339,17 +371,19 @@ class AsyncDriverFloor(InMemorySaver):
 
     async def aget_tuple(self, config: Any) -> Any:
         await self._statement("SELECT 1")
-        return super().get_tuple(config)
+        return InMemorySaver.get_tuple(self, config)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        await self._statement(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
-        return super().put(config, checkpoint, metadata, new_versions)
+        stored = InMemorySaver.put(self, config, checkpoint, metadata, new_versions)
+        await self._statement(FLOOR_INSERT, (floor_key(), self.put_payload(stored, new_versions)))
+        return stored
 
     async def aput_writes(
         self, config: Any, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
-        await self._statement(FLOOR_INSERT, (uuid.uuid4().int >> 65,))
-        super().put_writes(config, writes, task_id, task_path)
+        InMemorySaver.put_writes(self, config, writes, task_id, task_path)
+        payload = self.writes_payload(config, writes, task_id)
+        await self._statement(FLOOR_INSERT, (floor_key(), payload))
 
 
 # ---------------------------------------------------------------------------- workloads
@@ -399,7 +433,7 @@ class Bench:
         """Per round: the async workload's floor (see FLOORS); the other floors run interleaved with
         the savers' calls (single_op_floors, run_graphs)."""
         with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
+            make_floor_table(conn)
 
         async def concurrent() -> None:
             pool = AsyncConnectionPool(
@@ -429,8 +463,7 @@ class Bench:
 
     def single_op_floors(self, conn: psycopg.Connection[Any]) -> dict[str, Callable[[int], Any]]:
         """The single-operation floors (see FLOORS), as ops that alternate with the savers' calls."""
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
-        conn.execute("ALTER TABLE bench_floor ALTER v SET STORAGE MAIN")
+        make_floor_table(conn)
 
         def insert(sizes: tuple[int, ...]) -> Callable[[int], Any]:
             rows = ", ".join(["(%s, %s)"] * len(sizes))
@@ -670,7 +703,7 @@ class Bench:
             return (time.perf_counter() - t0) / 9
 
         with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=0) as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)")
+            make_floor_table(conn)
             floor_graph = eight_nodes().compile(checkpointer=DriverFloor(conn))
             self.alternate(
                 "graph superstep (sync)",
