@@ -40,6 +40,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as OfficialAsyncSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -240,7 +241,7 @@ def delta_loop() -> Any:
 
 FLOORS = (
     "floor: put/put_writes: one durable INSERT of the same payload (3 rows) in one statement;"
-    " get_tuple: the same rows read by primary key in one prepared statement, not decoded;"
+    " get_tuple: the same rows read by primary key in one prepared statement and deserialized;"
     " list(thread): its 20 checkpoint rows, their distinct values and writes, the same way;"
     " list(None, filter): one round trip; graphs: LangGraph over InMemorySaver plus one durable 1-row"
     " INSERT of the serialized payload per put and put_writes over the same driver; get_state: LangGraph"
@@ -254,20 +255,20 @@ WITH c AS (
     WHERE thread_id = %(t)s AND checkpoint_ns = '' {and_id}
     ORDER BY checkpoint_id DESC LIMIT 1
 )
-SELECT c.checkpoint, c.metadata, c.channel_versions, NULL::text, NULL::bytea FROM c
+SELECT c.metadata, c.channel_versions, c.type, c.checkpoint FROM c
 UNION ALL
-SELECT NULL, NULL, NULL, e.key, b.blob
+SELECT NULL, NULL, b.type, b.blob
 FROM c CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
 CROSS JOIN LATERAL (
-    SELECT b.blob FROM pgsaver_blobs AS b
+    SELECT b.type, b.blob FROM pgsaver_blobs AS b
     WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
       AND b.channel = e.key AND b.version = e.value
     OFFSET 0  -- by primary key, whatever the statistics say (a hash join would read every blob)
 ) AS b
 UNION ALL
-SELECT NULL, NULL, NULL, w.channel, w.blob
+SELECT NULL, NULL, w.type, w.blob
 FROM c CROSS JOIN LATERAL (
-    SELECT w.channel, w.blob FROM pgsaver_writes AS w
+    SELECT w.type, w.blob FROM pgsaver_writes AS w
     WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
       AND w.checkpoint_id = c.checkpoint_id
     OFFSET 0
@@ -276,7 +277,7 @@ FROM c CROSS JOIN LATERAL (
 
 LIST_FLOOR_SQL = """
 WITH k AS (
-    SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, channel_versions, metadata
+    SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, channel_versions, metadata
     FROM pgsaver_checkpoints
     WHERE thread_id = %(t)s AND checkpoint_ns = ''
     -- a hidden limit: with a plain LIMIT 20 the generic plan expected a dozen rows per thread and
@@ -285,18 +286,18 @@ WITH k AS (
 ), v AS (
     SELECT DISTINCT e.key, e.value FROM k CROSS JOIN LATERAL jsonb_each_text(k.channel_versions) AS e
 )
-SELECT k.checkpoint, k.channel_versions, k.metadata, NULL::bytea FROM k
+SELECT k.channel_versions, k.metadata, k.type, k.checkpoint FROM k
 UNION ALL
-SELECT NULL, NULL, NULL, b.blob
+SELECT NULL, NULL, b.type, b.blob
 FROM v CROSS JOIN LATERAL (
-    SELECT b.blob FROM pgsaver_blobs AS b
+    SELECT b.type, b.blob FROM pgsaver_blobs AS b
     WHERE b.thread_id = %(t)s AND b.checkpoint_ns = '' AND b.channel = v.key AND b.version = v.value
     OFFSET 0
 ) AS b
 UNION ALL
-SELECT NULL, NULL, NULL, w.blob
+SELECT NULL, NULL, w.type, w.blob
 FROM k CROSS JOIN LATERAL (
-    SELECT w.blob FROM pgsaver_writes AS w
+    SELECT w.type, w.blob FROM pgsaver_writes AS w
     WHERE w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
       AND w.checkpoint_id = k.checkpoint_id
     OFFSET 0
@@ -313,6 +314,16 @@ FLOOR_INSERT = "INSERT INTO bench_floor VALUES (%s, %s)"
 def make_floor_table(conn: psycopg.Connection[Any]) -> None:
     for statement in FLOOR_TABLE:
         conn.execute(statement)
+
+
+_FLOOR_SERDE = JsonPlusSerializer()
+
+
+def decoded(rows: list[Any]) -> list[Any]:
+    """What any saver must do with the rows it read: deserialize each value, write and checkpoint
+    (the last two columns are a serde type and its bytes; the JSONB columns arrive parsed)."""
+    loads = _FLOOR_SERDE.loads_typed
+    return [loads((row[-2], row[-1])) for row in rows if row[-2] != "empty"]
 
 
 def floor_key() -> int:
@@ -497,9 +508,9 @@ class Bench:
         return floors
 
     def rows_floor(self, conn: psycopg.Connection[Any]) -> Callable[[str | None], Any]:
-        """The rows get_tuple must read, in one prepared statement with no decoding: the checkpoint
-        row, one primary-key lookup per channel value, and its pending writes (on our tables, the
-        t200 fixture)."""
+        """The rows get_tuple must read, in one prepared statement: the checkpoint row, one
+        primary-key lookup per channel value, and its pending writes (on our tables, the t200
+        fixture), decoded (see decoded) but not assembled into a tuple."""
         thread = self.fixtures["ours"]["t200"][0]["configurable"]["thread_id"]
 
         latest = ROWS_FLOOR_SQL.format(and_id="")
@@ -508,18 +519,19 @@ class Bench:
         def rows(checkpoint_id: str | None) -> Any:
             query = latest if checkpoint_id is None else by_id
             with conn.cursor(binary=True) as cur:
-                return cur.execute(query, {"t": thread, "id": checkpoint_id}).fetchall()
+                return decoded(cur.execute(query, {"t": thread, "id": checkpoint_id}).fetchall())
 
         return rows
 
     def list_floor(self, conn: psycopg.Connection[Any]) -> Callable[[int], Any]:
         """The rows list(thread, limit=20) must read (on our tables, the t1000 fixture), in one
-        prepared statement with no decoding: its known single namespace, no order among them."""
+        prepared statement, decoded (see decoded) but not assembled: its known single namespace, no
+        order among them."""
         thread = self.fixtures["ours"]["t1000"][0]["configurable"]["thread_id"]
 
         def rows(i: int) -> Any:
             with conn.cursor(binary=True) as cur:
-                return cur.execute(LIST_FLOOR_SQL, {"t": thread}).fetchall()
+                return decoded(cur.execute(LIST_FLOOR_SQL, {"t": thread}).fetchall())
 
         return rows
 
