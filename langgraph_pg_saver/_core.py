@@ -512,10 +512,6 @@ _UNSET = object()
 _SHAREABLE = frozenset({str, int, float, bool, bytes, type(None)})
 
 
-def _load(serde: SerializerProtocol, type_: str, data: bytes | None) -> Any:
-    return serde.loads_typed((type_, data if data is not None else b""))
-
-
 def _checkpoint_tuple(
     serde: SerializerProtocol,
     row: Sequence[Any],
@@ -523,7 +519,8 @@ def _checkpoint_tuple(
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]],
 ) -> CheckpointTuple:
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
-    checkpoint: dict[str, Any] = serde.loads_typed((row[5], row[6]))
+    loads = serde.loads_typed  # values decoded in place, as in get_tuple_rows_to_tuple
+    checkpoint: dict[str, Any] = loads((row[5], row[6]))
     checkpoint["channel_versions"] = row[10]
     channel_values: dict[str, Any] = {}
     for channel, version in (row[10] or {}).items():
@@ -532,14 +529,14 @@ def _checkpoint_tuple(
         if found is not None:
             value = found[2]
             if value is _UNSET:
-                value = _load(serde, found[0], found[1])
+                value = loads((found[0], found[1] or b""))
                 if type(value) in _SHAREABLE:
                     found[2] = value
             channel_values[channel] = value
     checkpoint["channel_values"] = channel_values
     metadata = row[11] if row[12] is None else unpack_typed(serde, row[12])
     pending: list[PendingWrite] = [
-        (task, channel, _load(serde, type_, data))
+        (task, channel, loads((type_, data or b"")))
         for task, channel, type_, data in writes.get((thread_id, checkpoint_ns, checkpoint_id), ())
     ]
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
@@ -556,24 +553,24 @@ def get_tuple_rows_to_tuple(
     """The rows of ``get_tuple`` (one checkpoint: values, writes in order, then the checkpoint) as
     a CheckpointTuple, or None when no checkpoint matched."""
     head: Sequence[Any] | None = None
-    values: dict[str, tuple[str, bytes | None]] = {}
+    channel_values: dict[str, Any] = {}
     pending: list[PendingWrite] = []
+    loads = serde.loads_typed
+    # decoded in place (a NULL value, never stored for a real value, reads as b""): a helper call
+    # per value was a fifth of this function
     for row in rows:
         kind = row[0]
         if kind == 0:
-            values[row[1]] = (row[3], row[4])
+            channel_values[row[1]] = loads((row[3], row[4] or b""))
         elif kind == 1:
-            pending.append((row[1], row[2], _load(serde, row[3], row[4])))
+            pending.append((row[1], row[2], loads((row[3], row[4] or b""))))
         else:
             head = row
     if head is None:
         return None
-    checkpoint: dict[str, Any] = serde.loads_typed((head[3], head[4]))
-    versions = head[7]
-    checkpoint["channel_versions"] = versions
-    checkpoint["channel_values"] = {
-        channel: _load(serde, *values[channel]) for channel in versions or () if channel in values
-    }
+    checkpoint: dict[str, Any] = loads((head[3], head[4]))
+    checkpoint["channel_versions"] = head[7]
+    checkpoint["channel_values"] = channel_values
     metadata = head[8] if head[9] is None else unpack_typed(serde, head[9])
     return _tuple(
         head[10],
