@@ -45,6 +45,20 @@ class Int4Array(list[int]):
     """An ``integer[]`` parameter (elements are ints within int4)."""
 
 
+class NullBytea(bytes):
+    """A NULL ``bytea`` parameter: the value of a channel version that stores none.
+
+    psycopg sends ``None`` with no type, so a statement that sends a value in one call and None in
+    the next has two parameter signatures, and each mix is prepared apart: with eight scalar values
+    per statement, up to 256 prepared statements, well past psycopg's cache of 100. This one is
+    typed ``bytea`` whatever it carries. Without its dumper (a connection whose adapters predate
+    this module) it goes as the empty ``bytea`` it is, which the saver reads the same way.
+    """
+
+
+NULL_BYTEA = NullBytea()
+
+
 def pack_array(items: list[Any], element_oid: int, encode: Callable[[Any], bytes]) -> bytes:
     """A one-dimensional array in PostgreSQL's binary format (``array_recv``)."""
     if not items:
@@ -98,11 +112,20 @@ class _Int4ArrayDumper(Dumper):
             raise psycopg.DataError(f"integer[] parameter out of int4 range: {bad[:3]}") from None
 
 
+class _NullByteaDumper(Dumper):
+    format = Format.BINARY
+    oid = BYTEA_OID
+
+    def dump(self, obj: Any) -> None:
+        return None  # NULL (psycopg >= 3.2), with the bytea type of this dumper
+
+
 def register(adapters: psycopg.adapt.AdaptersMap) -> None:
     """Register the marker dumpers on ``adapters`` (done for psycopg's global map at import)."""
     adapters.register_dumper(TextArray, _TextArrayDumper)
     adapters.register_dumper(ByteaArray, _ByteaArrayDumper)
     adapters.register_dumper(Int4Array, _Int4ArrayDumper)
+    adapters.register_dumper(NullBytea, _NullByteaDumper)
 
 
 register(psycopg.adapters)

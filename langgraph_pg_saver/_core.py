@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._adapt import ByteaArray, Int4Array, TextArray
+from ._adapt import NULL_BYTEA, ByteaArray, Int4Array, TextArray
 from .errors import InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
@@ -277,7 +277,7 @@ def put_params(
                 params[b] = bytes(data)
             else:
                 params[t] = EMPTY
-                params[b] = None
+                params[b] = NULL_BYTEA  # typed: see NullBytea
     else:
         rows = 0
         channels = TextArray()

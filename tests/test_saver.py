@@ -307,6 +307,29 @@ def test_any_number_of_values_and_writes_round_trips(saver: PostgresSaver, n: in
     assert tup.pending_writes == [("task", ch, v) for ch, v in writes]
 
 
+def test_values_and_missing_values_share_one_prepared_statement(db_dsn: str) -> None:
+    # a channel version without a value goes as a NULL typed bytea: psycopg sends None untyped, so
+    # every mix of values and missing values would otherwise be prepared as a statement of its own
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        saver = PostgresSaver(conn)
+        stored = saver.put(config("t"), checkpoint({"a": 1, "b": 2}), {}, {"a": 1, "b": 1})
+        for step, values in enumerate(({"a": 3}, {"b": 4}, {}), start=2):
+            versions = {"a": step, "b": step}
+            stored = saver.put(stored, checkpoint(values, versions), {}, versions)
+        prepared = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%pgsaver_blobs%'",
+            prepare=False,
+        ).fetchone()
+        assert prepared == (1,)
+        empty = conn.execute(
+            "SELECT count(*), count(blob) FROM pgsaver_blobs WHERE type = 'empty'", prepare=False
+        ).fetchone()
+        assert empty == (4, 0)  # stored as NULL, as the array form stores them
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {}
+
+
 def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(
     saver: PostgresSaver,
 ) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver import _core
+from langgraph_pg_saver import _adapt, _core
 from langgraph_pg_saver.errors import InvalidInputError
 
 SERDE = JsonPlusSerializer()
@@ -86,7 +86,7 @@ def test_put_params_stores_only_new_versions_and_marks_missing_values_empty(
         assert (params["bc0"], params["bc1"]) == ("b", "delta")
         assert (params["bv0"], params["bv1"]) == ("1", "5")
         assert (params["bt0"], params["bt1"]) == ("null", "empty")
-        assert params["bb1"] is None
+        assert params["bb1"] is _adapt.NULL_BYTEA  # a NULL typed bytea, as stored values are
         assert "blob_channels" not in params
     else:
         assert params[_core.ROWS] == 0
