@@ -321,7 +321,9 @@ _FLOOR_SERDE = JsonPlusSerializer()
 
 def decoded(rows: list[Any]) -> list[Any]:
     """What any saver must do with the rows it read: deserialize each value, write and checkpoint
-    (the last two columns are a serde type and its bytes; the JSONB columns arrive parsed)."""
+    (the last two columns are a serde type and its bytes; the JSONB columns arrive parsed). The
+    list floor reads each distinct value once, so it decodes it once, as the saver does for values
+    that decode to immutable objects (the bench's strings)."""
     loads = _FLOOR_SERDE.loads_typed
     return [loads((row[-2], row[-1])) for row in rows if row[-2] != "empty"]
 
@@ -330,11 +332,31 @@ def floor_key() -> int:
     return uuid.uuid4().int >> 65
 
 
-class DriverFloor(InMemorySaver):
+class _PayloadFloor(InMemorySaver):
+    """InMemorySaver that can tell the bytes a put or put_writes must make durable: what it
+    serialized for the call (the new channel values, the checkpoint and its metadata, or the
+    writes)."""
+
+    def put_payload(self, stored: Any, new_versions: Any) -> bytes:
+        c = stored["configurable"]
+        thread, ns = c["thread_id"], c["checkpoint_ns"]
+        parts = [self.blobs[(thread, ns, k, v)][1] for k, v in new_versions.items()]
+        body, meta, _ = self.storage[thread][ns][c["checkpoint_id"]]
+        return b"".join((*parts, body[1], meta[1]))
+
+    def writes_payload(self, config: Any, writes: Any, task_id: str) -> bytes:
+        c = config["configurable"]
+        stored = self.writes[(c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])]
+        return b"".join(
+            stored[(task_id, WRITES_IDX_MAP.get(ch, idx))][2][1]
+            for idx, (ch, _) in enumerate(writes)
+        )
+
+
+class DriverFloor(_PayloadFloor):
     """InMemorySaver that also pays the least any Postgres saver pays over psycopg: one durable
     single-row INSERT per put and per put_writes, carrying the bytes the call must make durable
-    (what InMemorySaver serialized: the new channel values, the checkpoint and its metadata, or
-    the writes), and one round trip per get_tuple."""
+    (see _PayloadFloor), and one round trip per get_tuple."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         super().__init__()
@@ -353,27 +375,12 @@ class DriverFloor(InMemorySaver):
         super().put_writes(config, writes, task_id, task_path)
         self.conn.execute(FLOOR_INSERT, (floor_key(), self.writes_payload(config, writes, task_id)))
 
-    def put_payload(self, stored: Any, new_versions: Any) -> bytes:
-        c = stored["configurable"]
-        thread, ns = c["thread_id"], c["checkpoint_ns"]
-        parts = [self.blobs[(thread, ns, k, v)][1] for k, v in new_versions.items()]
-        body, meta, _ = self.storage[thread][ns][c["checkpoint_id"]]
-        return b"".join((*parts, body[1], meta[1]))
 
-    def writes_payload(self, config: Any, writes: Any, task_id: str) -> bytes:
-        c = config["configurable"]
-        stored = self.writes[(c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])]
-        return b"".join(
-            stored[(task_id, WRITES_IDX_MAP.get(ch, idx))][2][1]
-            for idx, (ch, _) in enumerate(writes)
-        )
-
-
-class AsyncDriverFloor(DriverFloor):
+class AsyncDriverFloor(_PayloadFloor):
     """DriverFloor for the async workload, over its own pool of 10."""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
-        InMemorySaver.__init__(self)
+        super().__init__()
         self.pool = pool
 
     async def _statement(self, query: str, params: Any = None) -> None:
@@ -382,17 +389,17 @@ class AsyncDriverFloor(DriverFloor):
 
     async def aget_tuple(self, config: Any) -> Any:
         await self._statement("SELECT 1")
-        return InMemorySaver.get_tuple(self, config)
+        return self.get_tuple(config)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        stored = InMemorySaver.put(self, config, checkpoint, metadata, new_versions)
+        stored = self.put(config, checkpoint, metadata, new_versions)
         await self._statement(FLOOR_INSERT, (floor_key(), self.put_payload(stored, new_versions)))
         return stored
 
     async def aput_writes(
         self, config: Any, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
-        InMemorySaver.put_writes(self, config, writes, task_id, task_path)
+        self.put_writes(config, writes, task_id, task_path)
         payload = self.writes_payload(config, writes, task_id)
         await self._statement(FLOOR_INSERT, (floor_key(), payload))
 

@@ -4,9 +4,10 @@ psycopg dumps a plain ``list`` by inspecting its elements to choose an element d
 each element through the generic machinery: about 40 µs of Python per hot statement here, more than
 building the parameters themselves. The lists the savers send have a known element type, so they are
 wrapped in the marker classes below, whose dumpers write PostgreSQL's binary array format in one
-pass (about 15 µs per statement; the numbers are in docs/performance.md). Calls with up to
+pass (about 15 µs per statement; the numbers are in docs/performance.md). Calls with one to
 ``_core.VALUES_MAX_ROWS`` rows send scalars instead, which psycopg dumps in C; the arrays carry the
-rest (a thread's first checkpoint, large fan-outs, special writes).
+rest (a put of no channel value or of more than that many, more writes, or writes to a special
+channel).
 
 The dumpers are registered on psycopg's global adapters map when this module is imported, and only
 for these private classes: no other type's adaptation changes. A connection whose adapters were

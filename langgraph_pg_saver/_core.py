@@ -320,7 +320,9 @@ def put_params(
     params["checkpoint"] = bytes(body_bytes)
     params["channel_versions"] = versions_json
     params["metadata"] = metadata_json
-    params["metadata_exact"] = pack_typed(serde, merged) if lossy else None
+    # typed NULL as for a missing value (see NullBytea); read back with "not", as an empty bytea
+    # would be stored without the marker's dumper, and packed metadata is never empty
+    params["metadata_exact"] = pack_typed(serde, merged) if lossy else NULL_BYTEA
     return params
 
 
@@ -534,7 +536,7 @@ def _checkpoint_tuple(
                     found[2] = value
             channel_values[channel] = value
     checkpoint["channel_values"] = channel_values
-    metadata = row[11] if row[12] is None else unpack_typed(serde, row[12])
+    metadata = unpack_typed(serde, row[12]) if row[12] else row[11]
     pending: list[PendingWrite] = [
         (task, channel, loads((type_, data or b"")))
         for task, channel, type_, data in writes.get((thread_id, checkpoint_ns, checkpoint_id), ())
@@ -569,9 +571,13 @@ def get_tuple_rows_to_tuple(
     if head is None:
         return None
     checkpoint: dict[str, Any] = loads((head[3], head[4]))
-    checkpoint["channel_versions"] = head[7]
-    checkpoint["channel_values"] = channel_values
-    metadata = head[8] if head[9] is None else unpack_typed(serde, head[9])
+    versions = head[7]
+    checkpoint["channel_versions"] = versions
+    # in the order of channel_versions, as list() gives them
+    checkpoint["channel_values"] = {
+        channel: channel_values[channel] for channel in versions or () if channel in channel_values
+    }
+    metadata = unpack_typed(serde, head[9]) if head[9] else head[8]
     return _tuple(
         head[10],
         head[11],

@@ -307,27 +307,49 @@ def test_any_number_of_values_and_writes_round_trips(saver: PostgresSaver, n: in
     assert tup.pending_writes == [("task", ch, v) for ch, v in writes]
 
 
-def test_values_and_missing_values_share_one_prepared_statement(db_dsn: str) -> None:
-    # a channel version without a value goes as a NULL typed bytea: psycopg sends None untyped, so
-    # every mix of values and missing values would otherwise be prepared as a statement of its own
-    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
-        saver = PostgresSaver(conn)
-        stored = saver.put(config("t"), checkpoint({"a": 1, "b": 2}), {}, {"a": 1, "b": 1})
-        for step, values in enumerate(({"a": 3}, {"b": 4}, {}), start=2):
-            versions = {"a": step, "b": step}
-            stored = saver.put(stored, checkpoint(values, versions), {}, versions)
-        prepared = conn.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%pgsaver_blobs%'",
-            prepare=False,
+def _puts_with_and_without_values(saver: PostgresSaver) -> Any:
+    stored = saver.put(config("t"), checkpoint({"a": 1, "b": 2}), {}, {"a": 1, "b": 1})
+    for step, values in enumerate(({"a": 3}, {"b": 4}, {}), start=2):
+        versions = {"a": step, "b": step}
+        stored = saver.put(stored, checkpoint(values, versions), {"bad\x00": step}, versions)
+    return stored
+
+
+_PREPARED_PUTS = (
+    "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%pgsaver_blobs%'"
+)
+
+
+@pytest.mark.parametrize("through", ["connection", "pool"])
+def test_values_and_missing_values_share_one_prepared_statement(db_dsn: str, through: str) -> None:
+    # a channel version without a value goes as a NULL typed bytea, and so does metadata_exact when
+    # the metadata needs none: psycopg sends None untyped, so every mix of values and missing values
+    # would otherwise be prepared as a statement of its own (a connection runs the upsert, a pool
+    # the plain insert first)
+    if through == "pool":
+        with PostgresSaver.from_conn_string(db_dsn, max_size=1, prepare_threshold=0) as saver:
+            stored = _puts_with_and_without_values(saver)
+            assert saver._pool is not None
+            with saver._pool.connection() as conn:  # the pool's one connection: its session
+                prepared = conn.execute(_PREPARED_PUTS, prepare=False).fetchone()
+            tup = saver.get_tuple(stored)
+    else:
+        with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+            saver = PostgresSaver(conn)
+            stored = _puts_with_and_without_values(saver)
+            prepared = conn.execute(_PREPARED_PUTS, prepare=False).fetchone()
+            tup = saver.get_tuple(stored)
+    assert prepared == (1,)
+    with psycopg.connect(db_dsn) as check:
+        empty = check.execute(
+            "SELECT count(*), count(blob) FROM pgsaver_blobs WHERE type = 'empty'"
         ).fetchone()
-        assert prepared == (1,)
-        empty = conn.execute(
-            "SELECT count(*), count(blob) FROM pgsaver_blobs WHERE type = 'empty'", prepare=False
-        ).fetchone()
-        assert empty == (4, 0)  # stored as NULL, as the array form stores them
-        tup = saver.get_tuple(stored)
-        assert tup is not None
-        assert tup.checkpoint["channel_values"] == {}
+        exact = check.execute("SELECT count(metadata_exact) FROM pgsaver_checkpoints").fetchone()
+    assert empty == (4, 0)  # stored as NULL, as the array form stores them
+    assert exact == (3,)  # the NUL-carrying metadata is kept exactly; the first needs nothing
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {}
+    assert tup.metadata["bad\x00"] == 4
 
 
 def test_special_writes_are_upserted_and_ordinary_writes_keep_the_first_value(

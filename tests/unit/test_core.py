@@ -95,7 +95,7 @@ def test_put_params_stores_only_new_versions_and_marks_missing_values_empty(
         assert params["blob_values"][1] is None
         assert "bc0" not in params
     assert params["run_id"] == "r"
-    assert params["metadata_exact"] is None
+    assert params["metadata_exact"] is _adapt.NULL_BYTEA  # typed NULL: metadata kept whole in JSON
     body = SERDE.loads_typed((params["type"], params["checkpoint"]))
     assert "channel_values" not in body
     assert "channel_versions" not in body
@@ -329,3 +329,34 @@ def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(n
     assert q.rows_variant(name, 2) is two  # made once
     with pytest.raises(KeyError, match="get_tuple"):
         q.rows_variant("get_tuple", 1)
+
+
+def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
+    # psycopg converts a query's named placeholders once and caches the result only for queries of
+    # up to MAX_CACHED_STATEMENT_LENGTH bytes sent with up to MAX_CACHED_STATEMENT_PARAMS
+    # parameters; beyond either, it parses the query again on every call
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
+
+    from langgraph_pg_saver._sql import queries_for
+
+    q = queries_for("s" * 63)  # the longest schema name
+    n = _core.VALUES_MAX_ROWS
+    names = [f"ch{i}" for i in range(n)]
+    body = {**_body(dict.fromkeys(names, 1)), "channel_values": dict.fromkeys(names, "v")}
+    put = _core.put_params(SERDE, cfg(thread_id="t"), body, {"m": {2: 1}}, dict.fromkeys(names, 1))  # type: ignore[arg-type]
+    writes = _core.put_writes_params(
+        SERDE, cfg(thread_id="t", checkpoint_id="c"), [(c, 1) for c in names], "task", "p"
+    )
+    assert writes is not None
+    assert (put[_core.ROWS], writes[_core.ROWS]) == (n, n)
+    assert len(put) <= MAX_CACHED_STATEMENT_PARAMS
+    assert len(writes) <= MAX_CACHED_STATEMENT_PARAMS
+    statements = [
+        q.rows_variant(name, rows)
+        for name in ("put", "put_new", "put_writes", "put_writes_new")
+        for rows in range(n + 1)
+    ]
+    statements += [q.get_tuple(("thread", "ns")), q.get_tuple(("thread", "ns", "id"))]
+    for preds in (("thread",), ("thread", "ns", "before", "filter"), ("thread", "filter"), ()):
+        statements.append(q.read_tuples(preds))
+    assert max(len(s) for s in statements) <= MAX_CACHED_STATEMENT_LENGTH
