@@ -249,6 +249,20 @@ FLOORS = (
     " Single-operation and sync graph floors run interleaved with the savers' calls. best: official / floor"
 )
 
+
+def _floor_writes_of(alias: str) -> str:
+    """The floors' last part: the pending writes of the checkpoints in CTE ``alias``, by key."""
+    return f"""UNION ALL
+SELECT NULL, NULL, w.type, w.blob
+FROM {alias} CROSS JOIN LATERAL (
+    SELECT w.type, w.blob FROM pgsaver_writes AS w
+    WHERE w.thread_id = {alias}.thread_id AND w.checkpoint_ns = {alias}.checkpoint_ns
+      AND w.checkpoint_id = {alias}.checkpoint_id
+    OFFSET 0
+) AS w
+"""
+
+
 ROWS_FLOOR_SQL = """
 WITH c AS (
     SELECT * FROM pgsaver_checkpoints
@@ -265,15 +279,7 @@ CROSS JOIN LATERAL (
       AND b.channel = e.key AND b.version = e.value
     OFFSET 0  -- by primary key, whatever the statistics say (a hash join would read every blob)
 ) AS b
-UNION ALL
-SELECT NULL, NULL, w.type, w.blob
-FROM c CROSS JOIN LATERAL (
-    SELECT w.type, w.blob FROM pgsaver_writes AS w
-    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-      AND w.checkpoint_id = c.checkpoint_id
-    OFFSET 0
-) AS w
-"""
+""" + _floor_writes_of("c")
 
 LIST_FLOOR_SQL = """
 WITH k AS (
@@ -294,15 +300,7 @@ FROM v CROSS JOIN LATERAL (
     WHERE b.thread_id = %(t)s AND b.checkpoint_ns = '' AND b.channel = v.key AND b.version = v.value
     OFFSET 0
 ) AS b
-UNION ALL
-SELECT NULL, NULL, w.type, w.blob
-FROM k CROSS JOIN LATERAL (
-    SELECT w.type, w.blob FROM pgsaver_writes AS w
-    WHERE w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
-      AND w.checkpoint_id = k.checkpoint_id
-    OFFSET 0
-) AS w
-"""
+""" + _floor_writes_of("k")
 
 FLOOR_TABLE = (
     "CREATE TABLE IF NOT EXISTS bench_floor (k bigint PRIMARY KEY, v bytea)",
