@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format typecheck check db-up db-down clean bench
+.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench
 
 install: $(STAMP)
 
@@ -23,13 +23,17 @@ test: install  ## the whole suite on a real Postgres (found or started by tests/
 test-fast: install
 	$(PY) -m pytest -m "not slow"
 
-lint: install
-	$(PY) -m ruff check langgraph_pg_saver tests benchmarks
-	$(PY) -m ruff format --check langgraph_pg_saver tests benchmarks
+lint: install  ## ruff, and the generated sync modules are what their async sources give
+	$(PY) -m ruff check langgraph_pg_saver tests benchmarks tools
+	$(PY) -m ruff format --check langgraph_pg_saver tests benchmarks tools
+	$(PY) tools/async_to_sync.py --check
 
 format: install
-	$(PY) -m ruff format langgraph_pg_saver tests
-	$(PY) -m ruff check --fix langgraph_pg_saver tests
+	$(PY) -m ruff format langgraph_pg_saver tests benchmarks tools
+	$(PY) -m ruff check --fix langgraph_pg_saver tests benchmarks tools
+
+generate: install  ## rewrite the sync modules from their async sources (tools/async_to_sync.py)
+	$(PY) tools/async_to_sync.py
 
 typecheck: install
 	$(PY) -m mypy

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._adapt import NULL_BYTEA, ByteaArray, Int4Array, TextArray
+from ._adapt import NULL_BYTEA
 from .errors import InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
@@ -176,31 +176,6 @@ _STRICT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_re
 _SAFE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-def _c_strict_encoder() -> Callable[[Any], str]:
-    """_STRICT_JSON.encode without rebuilding its C encoder on every call (~1 µs of the ~4 µs a
-    put spends on its two JSON texts); the same text. Without the C accelerator: _STRICT_JSON."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    try:
-        # JSONEncoder.iterencode's own call; markers=None skips the cycle check (a cycle raises
-        # RecursionError, as the lossy path did)
-        encoder = make(  # type: ignore[misc]
-            None, _reject, json.encoder.encode_basestring, None, ": ", ", ", False, False, False
-        )
-
-        def encode(obj: Any) -> str:
-            return "".join(encoder(obj, 0))
-
-        sample = {"a": ["é", 1, 2.5, None, True, {"b": "\x00"}]}
-        if encode(sample) == _STRICT_JSON.encode(sample):
-            return encode
-    except Exception:  # pragma: no cover - another Python's json internals
-        pass
-    return _STRICT_JSON.encode  # pragma: no cover
-
-
-_strict_json = _c_strict_encoder()
-
-
 def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     """JSON text for a jsonb column, and whether it lost anything.
 
@@ -209,7 +184,7 @@ def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     LangGraph reads its own metadata that way.
     """
     try:
-        text = _strict_json(obj)
+        text = _STRICT_JSON.encode(obj)
         if not text.isascii():
             text.encode("utf-8")
     except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
@@ -242,9 +217,20 @@ def filter_param(filter: Mapping[str, Any]) -> str:
 
 
 #: put and put_writes send up to this many rows as scalar parameters of a VALUES list (one prepared
-#: statement per count, see Queries.rows_variant), more as arrays; params[ROWS] says which
+#: statement per count: the {blob_rows} and {write_rows} slots of queries.sql), more as arrays
 VALUES_MAX_ROWS = 8
-ROWS = "rows"  # not a placeholder: the count of rows sent as scalars, 0 for arrays
+
+
+class Batch(NamedTuple):
+    """The parameters of a put or put_writes, and how its rows travel."""
+
+    params: Params
+    #: the rows go as this many scalar rows of a VALUES list; 0: as arrays
+    rows: int
+    #: put_writes to a special channel (negative idx): always the upsert, whose latest value wins
+    special: bool = False
+
+
 _BLOB_KEYS = tuple((f"bc{i}", f"bv{i}", f"bt{i}", f"bb{i}") for i in range(VALUES_MAX_ROWS))
 _WRITE_KEYS = tuple((f"wc{i}", f"wt{i}", f"wb{i}") for i in range(VALUES_MAX_ROWS))
 
@@ -257,7 +243,7 @@ def put_params(
     new_versions: ChannelVersions,
     *,
     values_max: int = VALUES_MAX_ROWS,
-) -> Params:
+) -> Batch:
     """Parameters of the ``put`` query. Raises before anything is written if the input is unusable.
 
     The values of ``new_versions`` go as scalars when there are at most ``values_max`` (and at
@@ -280,10 +266,10 @@ def put_params(
                 params[b] = NULL_BYTEA  # typed: see NullBytea
     else:
         rows = 0
-        channels = TextArray()
-        versions = TextArray()
-        types = TextArray()
-        blobs = ByteaArray()
+        channels: list[str] = []
+        versions: list[str] = []
+        types: list[str] = []
+        blobs: list[bytes | None] = []
         for channel, version in new_versions.items():
             channels.append(_text(channel, "channel name"))
             versions.append(version_key(version))
@@ -310,7 +296,6 @@ def put_params(
     merged = merge_metadata(config, metadata)
     metadata_json, lossy = encode_json(merged)
     run_id = merged.get("run_id")
-    params[ROWS] = rows
     params["thread_id"] = keys.thread_id
     params["checkpoint_ns"] = keys.checkpoint_ns
     params["checkpoint_id"] = checkpoint_id
@@ -323,23 +308,7 @@ def put_params(
     # typed NULL as for a missing value (see NullBytea); read back with "not", as an empty bytea
     # would be stored without the marker's dumper, and packed metadata is never empty
     params["metadata_exact"] = pack_typed(serde, merged) if lossy else NULL_BYTEA
-    return params
-
-
-#: a statement whose values exceed this many bytes runs on a cursor of its own, which is dropped
-#: afterwards: a reused cursor keeps its last parameters until the connection's next statement
-KEEP_CURSOR_MAX_BYTES = 256 * 1024
-
-
-def params_nbytes(params: Params) -> int:
-    """The bytes of the bytea values in ``params`` (what a kept cursor would hold on to)."""
-    total = 0
-    for value in params.values():
-        if type(value) is bytes:
-            total += len(value)
-        elif type(value) is ByteaArray:
-            total += sum(len(b) for b in value if b is not None)
-    return total
+    return Batch(params, rows)
 
 
 def put_result(params: Params) -> RunnableConfig:
@@ -364,7 +333,7 @@ def put_writes_params(
     task_path: str,
     *,
     values_max: int = VALUES_MAX_ROWS,
-) -> Params | None:
+) -> Batch | None:
     """Parameters of ``put_writes``, or None when there is nothing to write.
 
     Ordinary writes get their position as idx; special channels get their fixed negative idx, and
@@ -398,24 +367,22 @@ def put_writes_params(
             params[c] = channel
             params[t], data = serde.dumps_typed(value)
             params[b] = bytes(data)
-        params[ROWS] = len(rows)
-        return params
-    idxs = Int4Array()
-    channels = TextArray()
-    types = TextArray()
-    blobs = ByteaArray()
+        return Batch(params, len(rows))
+    idxs: list[int] = []
+    channels: list[str] = []
+    types: list[str] = []
+    blobs: list[bytes | None] = []
     for idx, (channel, value) in rows.items():
         type_, data = serde.dumps_typed(value)
         idxs.append(idx)
         channels.append(channel)
         types.append(type_)
         blobs.append(bytes(data))
-    params[ROWS] = 0
     params["idxs"] = idxs
     params["channels"] = channels
     params["types"] = types
     params["values"] = blobs
-    return params
+    return Batch(params, 0, special=min(rows) < 0)
 
 
 # --------------------------------------------------------------------------- reads
@@ -544,9 +511,8 @@ def _checkpoint_tuple(
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
 
 
-def get_tuple_rows_nbytes(rows: Sequence[Sequence[Any]]) -> int:
-    """The bytes of the values and body in the rows of ``get_tuple`` (column 4)."""
-    return sum(len(row[4]) for row in rows if row[4] is not None)
+#: the column of get_tuple's rows that holds values and the body: what measures its result
+GET_TUPLE_BYTES = 4
 
 
 def get_tuple_rows_to_tuple(

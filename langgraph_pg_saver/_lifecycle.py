@@ -126,7 +126,7 @@ def _batch_size(batch: int) -> int:
 def delta_history(
     q: Queries, serde: SerializerProtocol, config: RunnableConfig, channels: Sequence[str]
 ) -> Steps:
-    """get_delta_channel_history in one statement; see DESIGN.md §5 for the rules."""
+    """get_delta_channel_history in one statement; the rules are in docs/design.md (DeltaChannels)."""
     if isinstance(channels, str):
         raise InvalidInputError(
             f"channels must be a list of channel names, not the string {channels!r}"
@@ -136,7 +136,9 @@ def delta_history(
         return {}
     sel = _core.get_tuple_select(config)
     params = dict(sel.params, channels=[_core.thread_id_param(c) for c in wanted])
-    rows = yield Step((Stmt(q.with_where("delta_history", sel.predicates), params, prepare=None),))
+    rows = yield Step(
+        (Stmt(q.render("delta_history", where=sel.predicates), params, prepare=None),)
+    )
     return assemble_history(serde, wanted, rows)
 
 

@@ -10,6 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from psycopg import sql
 
@@ -23,9 +24,14 @@ _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _NAME_RE = re.compile(r"^-- name: (\S+)\s*$", re.MULTILINE)
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+#: the named fragments a {where} slot is made of: _w_<name>
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
-# fragments that send a statement's rows as arrays, each with a "_values" and a one-row variant
-_ROW_SETS = ("_blob_rows", "_write_rows")
+#: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
+#: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
+ROW_SLOTS = {
+    "blob_rows": ("_blob_arrays", "_blob_values", "_blob_row"),
+    "write_rows": ("_write_arrays", "_write_values", "_write_row"),
+}
 
 
 def sql_dir() -> Path:
@@ -94,116 +100,132 @@ def validate_schema(schema: str) -> str:
     return schema
 
 
-def _render(text: str, schema_sql: str, fragments: dict[str, str]) -> str:
-    def sub(m: re.Match[str]) -> str:
-        key = m.group(1)
-        if key == "schema":
-            return schema_sql
-        if key in fragments:
-            return fragments[key]
-        raise KeyError(f"unknown placeholder {{{key}}} in SQL")
-
-    return _PLACEHOLDER_RE.sub(sub, text)
+def _fill(text: str, values: dict[str, str]) -> str:
+    """Replace the ``{name}`` placeholders of ``text`` that ``values`` names; others stay."""
+    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
 class Queries:
-    """The project's SQL rendered for one schema, as ready-to-send bytes."""
+    """The project's SQL rendered for one schema, as ready-to-send bytes.
+
+    ``queries.sql`` has three kinds of placeholder, all written ``{name}``:
+
+    * ``{schema}``: the quoted schema, filled once here;
+    * ``{_name}``: the fragment ``_name`` included in place, filled once here (fragments may include
+      fragments);
+    * any other ``{name}``: a *slot*, filled per call by :meth:`render` from named fragments, never
+      from caller text: ``{where}`` with ``_w_*`` predicates AND-ed, ``{blob_rows}`` and
+      ``{write_rows}`` with the rows as arrays or as a VALUES list of a given length.
+    """
 
     def __init__(self, schema: str) -> None:
         self.schema = validate_schema(schema)
         # the identifier is validated above; Identifier adds the quoting
         self.schema_sql = sql.Identifier(self.schema).as_string()
         raw = raw_queries()
-        # fragments may use {schema} and other fragments: render them first, in dependency order
         self._fragments: dict[str, str] = {}
-        pending = {k: v for k, v in raw.items() if k.startswith("_")}
-        while pending:
-            ready = {
-                k: v
-                for k, v in pending.items()
-                if all(
-                    n in self._fragments or n in ("schema", "where", "rows")
-                    for n in _PLACEHOLDER_RE.findall(v)
-                )
-                or not any(n in pending for n in _PLACEHOLDER_RE.findall(v))
-            }
-            if not ready:
-                raise ValueError(
-                    f"queries.sql: fragments include each other in a cycle: {sorted(pending)}"
-                )
-            for k, v in ready.items():
-                self._fragments[k] = _render(
-                    v, self.schema_sql, {**self._fragments, "where": "{where}", "rows": "{rows}"}
-                )
-                del pending[k]
+        for name in raw:
+            if name.startswith("_"):
+                self._include(name, raw, ())
         self._rendered: dict[str, bytes] = {}
         self._templates: dict[str, str] = {}
         for name, text in raw.items():
             if name.startswith("_"):
                 continue
-            rendered = _render(text, self.schema_sql, {**self._fragments, "where": "{where}"})
-            if "{where}" in rendered:
-                self._templates[name] = rendered
+            text = self._expand(text, raw, (name,))
+            if _PLACEHOLDER_RE.search(text):
+                self._templates[name] = text
             else:
-                self._rendered[name] = rendered.encode()
-        self._where_cache: dict[tuple[str, tuple[str, ...], str], bytes] = {}
-        self._rows_cache: dict[tuple[str, int], bytes] = {}
+                self._rendered[name] = text.encode()
+        self._cache: dict[tuple[object, ...], bytes] = {}
+
+    def _include(self, name: str, raw: dict[str, str], stack: tuple[str, ...]) -> str:
+        done = self._fragments.get(name)
+        if done is None:
+            if name in stack:
+                raise ValueError(f"queries.sql: fragments include each other: {[*stack, name]}")
+            if name not in raw:
+                raise KeyError(f"queries.sql: {stack[-1]} includes unknown fragment {name}")
+            done = self._fragments[name] = self._expand(raw[name], raw, (*stack, name))
+        return done
+
+    def _expand(self, text: str, raw: dict[str, str], stack: tuple[str, ...]) -> str:
+        def sub(m: re.Match[str]) -> str:
+            key = m.group(1)
+            if key == "schema":
+                return self.schema_sql
+            if key.startswith("_"):
+                return self._include(key, raw, stack)
+            return m.group(0)  # a slot, filled by render()
+
+        return _PLACEHOLDER_RE.sub(sub, text)
 
     def __getitem__(self, name: str) -> bytes:
-        return self._rendered[name]
-
-    def with_where(self, name: str, predicates: tuple[str, ...], prefix: str = "_w_") -> bytes:
-        """Query ``name`` with its ``{where}`` made of the named ``_w_*`` fragments (AND-ed), or of
-        the ``_wh_*`` ones that hide the values from the planner."""
-        key = (name, predicates, prefix)
-        cached = self._where_cache.get(key)
-        if cached is None:
-            parts = [self._fragments[f"{prefix}{p}"] for p in predicates]
-            where = " AND ".join(f"({p})" for p in parts) if parts else "true"
-            cached = self._templates[name].replace("{where}", where).encode()
-            self._where_cache[key] = cached
-        return cached
-
-    def rows_variant(self, name: str, rows: int) -> bytes:
-        """Query ``name`` (put, put_new, put_writes, put_writes_new) with its rows sent as a VALUES
-        list of ``rows`` rows of scalar parameters instead of as arrays (see ``_blob_rows`` in
-        queries.sql); with ``rows == 0``, the query as it is."""
-        if rows == 0:
+        """A statement without slots."""
+        try:
             return self._rendered[name]
-        key = (name, rows)
-        cached = self._rows_cache.get(key)
+        except KeyError:
+            if name in self._templates:
+                raise KeyError(f"query {name!r} has slots: use render()") from None
+            raise
+
+    def render(self, name: str, **slots: Any) -> bytes:
+        """Statement ``name`` with its slots filled: ``where=("thread", "ns")`` (the ``_w_*``
+        fragments AND-ed; ``()`` is ``true``), ``blob_rows=n`` / ``write_rows=n`` (``n`` scalar rows
+        of a VALUES list, or the arrays for 0). Made once per distinct call, then cached."""
+        key = (name, *slots.items())
+        cached = self._cache.get(key)
         if cached is None:
-            text = self._rendered[name].decode()
-            for arrays in _ROW_SETS:
-                fragment = self._fragments[arrays]
-                if fragment in text:
-                    row = self._fragments[arrays[:-1]]  # _blob_rows -> _blob_row
-                    listed = ", ".join(row.replace("#", str(i)) for i in range(rows))
-                    values = self._fragments[f"{arrays}_values"].replace("{rows}", listed)
-                    text = text.replace(fragment, values)
-                    break
-            else:
-                raise KeyError(f"query {name!r} sends no rows as arrays")
-            cached = self._rows_cache[key] = text.encode()
+            cached = self._cache[key] = self._render(name, slots)
         return cached
+
+    def _render(self, name: str, slots: dict[str, Any]) -> bytes:
+        if name in self._rendered and not slots:
+            return self._rendered[name]
+        template = self._templates.get(name)
+        if template is None:
+            raise KeyError(f"query {name!r} has no slots to fill")
+        wanted = set(_PLACEHOLDER_RE.findall(template))
+        if wanted != set(slots):
+            raise KeyError(f"query {name!r} has the slots {sorted(wanted)}, not {sorted(slots)}")
+        values = {slot: self._slot(slot, value) for slot, value in slots.items()}
+        text = _fill(template, values)
+        left = _PLACEHOLDER_RE.findall(text)
+        if left:
+            raise ValueError(f"query {name!r}: placeholders left after filling: {sorted(left)}")
+        return text.encode()
+
+    def _slot(self, slot: str, value: Any) -> str:
+        if slot == "where":
+            parts = [self._fragments[f"_w_{p}"] for p in value]
+            return " AND ".join(f"({p})" for p in parts) if parts else "true"
+        if slot in ROW_SLOTS:
+            arrays, wrapper, row = (self._fragments[f] for f in ROW_SLOTS[slot])
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{slot} takes a count of rows, not {value!r}")
+            if value == 0:
+                return arrays
+            listed = ", ".join(_fill(row, {"i": str(i)}) for i in range(value))
+            return _fill(wrapper, {"rows": listed})
+        raise KeyError(f"unknown slot {{{slot}}}")
 
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
-        """``read_tuples`` filtered by the named ``_wh_*`` fragments (per namespace when a thread is
-        given without a namespace or id)."""
+        """list()'s statement: per namespace when a thread is given without a namespace or id (the
+        newest checkpoints of each namespace, merged), else over the chosen keys."""
         if "thread" in predicates and "ns" not in predicates and "id" not in predicates:
-            return self.with_where("read_tuples_per_ns", predicates, "_wh_")
-        return self.with_where("read_tuples", predicates, "_wh_")
+            return self.render("read_tuples_per_ns", where=predicates)
+        return self.render("read_tuples", where=predicates)
 
     def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
-        """``get_tuple`` (one checkpoint) filtered by the named ``_w_*`` fragments."""
-        return self.with_where("get_tuple", predicates)
+        """get_tuple's statement: by id, or the latest of the thread's namespace."""
+        return self["get_tuple_id" if "id" in predicates else "get_tuple"]
 
     def names(self) -> set[str]:
         """Every named query (fragments excluded)."""
         return set(self._rendered) | set(self._templates)
 
     def migration(self, mig: Migration) -> bytes:
-        return _render(mig.text, self.schema_sql, {}).encode()
+        return mig.text.replace("{schema}", self.schema_sql).encode()
 
 
 @functools.cache

@@ -1,15 +1,22 @@
-"""AsyncPostgresSaver: the asyncio checkpointer over a psycopg async pool or connection."""
+# [async-only]
+"""AsyncPostgresSaver: the asyncio checkpointer over a psycopg pool or connection.
+
+This is the source of ``saver.py`` (``PostgresSaver``), which ``tools/async_to_sync.py`` generates
+from it: change this file, then run ``make generate``. Blocks marked ``[async-only]`` exist only
+here (the event loop binding, the bridge for sync calls from other threads), and those marked
+``[sync-only]`` only there.
+"""
+# [/async-only]
+# [sync-only]
+# """PostgresSaver: the synchronous checkpointer over a psycopg pool or connection."""
+# [/sync-only]
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -20,49 +27,70 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection, AsyncCursor, errors, pq
-from psycopg.rows import TupleRow, tuple_row
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from . import _core, _lifecycle, _migrate
-from ._base import (
-    ANY_ROWS,
-    DEFAULT_PREPARE_THRESHOLD,
-    DEFAULT_SCHEMA,
-    NO_ROWS,
-    ONE_CHECKPOINT,
-    ONE_ROW,
-    _SaverBase,
-    arestore_autocommit,
-    holds_large_result,
-    needs_autocommit_switch,
-    statement_cursor,
-)
+from . import _core, _lifecycle
+from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, SaverBase
+from ._driver_async import AsyncDriver
 from ._lifecycle import Report
-from ._sql import Queries
-from .errors import ParentCheckpointMissingError, PgSaverError, SaverClosedError
+from .errors import ParentCheckpointMissingError
 from .pool import AsyncLifoConnectionPool
 
-logger = logging.getLogger(__name__)
+# isort: off
+# [async-only]
+import asyncio
+import functools
+from collections.abc import Coroutine, Iterator
+from typing import TypeVar
 
-_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
-_IDLE_STATUS = pq.TransactionStatus.IDLE
+from .errors import PgSaverError
+from .saver import PostgresSaver
+
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(_SaverBase):
-    """The asyncio twin of :class:`PostgresSaver`: same tables, same SQL, same behaviour.
+def _bridged(name: str) -> Any:
+    """The sync method ``name`` of AsyncPostgresSaver: runs ``a<name>`` on the saver's loop, with
+    PostgresSaver's signature and docstring."""
+    sync_method = getattr(PostgresSaver, name)
+    async_name = f"a{name}"
+
+    @functools.wraps(sync_method)
+    def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
+        return self._run_sync(getattr(self, async_name)(*args, **kwargs))
+
+    method.__qualname__ = f"AsyncPostgresSaver.{name}"
+    return method
+
+
+# [/async-only]
+# isort: on
+
+
+class AsyncPostgresSaver(SaverBase):
+    """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
-        conn: a ``psycopg_pool.AsyncConnectionPool`` (concurrent calls use concurrent connections) or a
-            single ``psycopg.AsyncConnection`` (calls are serialized on it), configured any way.
-        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
-        serde: the serializer (LangGraph's default when None).
-        schema: the Postgres schema for the tables (default ``public``).
-
-    The synchronous methods (``get_tuple``, ``list``, ``put``, ...) work from threads other than the
-    event loop's (LangGraph calls them that way): they run the async method on the saver's loop.
+        conn: a ``psycopg_pool.AsyncConnectionPool`` (recommended: every call checks out its own
+            connection, so concurrent calls run concurrently) or a single ``psycopg.AsyncConnection``
+            (calls are then serialized on it). Either may be configured any way: autocommit or not,
+            any row factory.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused, because every
+            operation is already a single statement.
+        serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
+        schema: the Postgres schema for the tables (default ``public``); validated and quoted.
     """
+
+    # [async-only]
+    __doc__ = (__doc__ or "") + (
+        "\n    The synchronous methods (``get_tuple``, ``list``, ``put``, ...) work from threads other"
+        "\n    than the event loop's (LangGraph calls them that way): they run the async method on the"
+        "\n    saver's loop.\n"
+    )
+    # [/async-only]
+
+    _driver: AsyncDriver
 
     def __init__(
         self,
@@ -73,33 +101,23 @@ class AsyncPostgresSaver(_SaverBase):
         schema: str = DEFAULT_SCHEMA,
     ) -> None:
         super().__init__(serde=serde, schema=schema)
-        self._pool: AsyncConnectionPool[Any] | None = None
-        self._conn: AsyncConnection[Any] | None = None
-        if isinstance(conn, AsyncConnectionPool):
-            self._pool = conn
-        elif isinstance(conn, AsyncConnection):
-            self._conn = conn
-        else:
-            raise TypeError(
-                "AsyncPostgresSaver needs a psycopg AsyncConnection or psycopg_pool "
-                f"AsyncConnectionPool, not {type(conn).__name__}"
-            )
-        self._lock = asyncio.Lock()
-        self._owns_pool = False
-        self._opened_once = False
-        try:
-            self.loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.loop = None
+        self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__)
 
+    # [async-only]
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the saver's pool or connection lives on (shared with LangGraph's clones)."""
-        return self._state.loop
+        return self._driver.loop
 
     @loop.setter
     def loop(self, value: asyncio.AbstractEventLoop | None) -> None:
-        self._state.loop = value
+        self._driver.loop = value
+
+    # [/async-only]
+
+    @property
+    def _pool(self) -> AsyncConnectionPool[Any] | None:
+        return self._driver.pool
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -117,10 +135,16 @@ class AsyncPostgresSaver(_SaverBase):
         pool_kwargs: dict[str, Any] | None = None,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> AsyncPostgresSaver:
-        """A saver that creates and owns an async pool to ``conn_string``.
+        """A saver that creates and owns a connection pool to ``conn_string``.
 
-        Use ``async with AsyncPostgresSaver.from_conn_string(dsn) as saver:`` or ``await
-        saver.open()`` / ``await saver.close()``. See :meth:`PostgresSaver.from_conn_string`.
+        Use it as a context manager (``async with AsyncPostgresSaver.from_conn_string(dsn) as
+        saver:``) or call :meth:`open` and :meth:`close` yourself. Hot-path statements (put,
+        put_writes, get_tuple, list, delete_thread, DeltaChannel history) become server-side prepared
+        statements after ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which
+        saves their planning time; lifecycle and schema statements are never prepared. Behind a
+        transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
+        with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is
+        accepted for compatibility and unused.
         """
         kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
         kwargs.update(connect_kwargs or {})
@@ -134,31 +158,20 @@ class AsyncPostgresSaver(_SaverBase):
             **(pool_kwargs or {}),
         )
         saver = cls(pool, serde=serde, schema=schema)
-        saver._owns_pool = True
-        saver._closed = True  # until open()
+        saver._driver = AsyncDriver(pool, saver._q, owner=cls.__name__, owns_pool=True)
         return saver
 
     async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresSaver:
         """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        self.loop = asyncio.get_running_loop()
-        if self._owns_pool and self._pool is not None:
-            if self._pool.closed and self._opened_once:
-                raise SaverClosedError(
-                    "this saver's pool was closed; create a new saver to reconnect"
-                )
-            self._opened_once = True
-            await self._pool.open(wait=wait, timeout=timeout)
-        self._closed = False
+        await self._driver.open(wait=wait, timeout=timeout)
         return self
 
     async def close(self) -> None:
         """Close the saver; closes the pool only if ``from_conn_string`` created it."""
-        self._closed = True
-        if self._owns_pool and self._pool is not None:
-            await self._pool.close()
+        await self._driver.close()
 
     async def __aenter__(self) -> AsyncPostgresSaver:
-        if self._closed:
+        if self._driver.closed:
             await self.open()
         return self
 
@@ -170,112 +183,27 @@ class AsyncPostgresSaver(_SaverBase):
     ) -> None:
         await self.close()
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        self._check_open()
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        if self._pool is not None:
-            async with self._pool.connection() as conn:
-                yield conn
-        else:
-            assert self._conn is not None
-            async with self._lock:
-                yield self._conn
-
-    @asynccontextmanager
-    async def _cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
-        # getconn/putconn directly, as in PostgresSaver._cursor (the hot statements use _fetch)
-        self._check_open()
-        pool = self._pool
-        if pool is None:
-            async with self._connection() as conn, _op_cursor(conn) as cur:
-                yield cur
-            return
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        conn = await pool.getconn()
-        try:
-            async with _op_cursor(conn) as cur:
-                yield cur
-        finally:
-            await pool.putconn(conn)
-
-    async def _fetch(
-        self, query: bytes, params: _core.Params, returns: int, upsert: bytes | None = None
-    ) -> Any:
-        """Run one hot-path statement; see :meth:`PostgresSaver._fetch`."""
-        pool = self._pool
-        if pool is None or self._closed:
-            async with self._cursor() as cur:
-                return await _fetch_rows(await cur.execute(upsert or query, params), returns)
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        conn = await pool.getconn()
-        try:
-            if conn.autocommit:
-                cur = statement_cursor(conn, returns, params)
-                try:
-                    result = await _fetch_rows(await cur.execute(query, params), returns)
-                except errors.UniqueViolation:
-                    if upsert is None:
-                        raise
-                    result = await _fetch_rows(await cur.execute(upsert, params), returns)
-                if holds_large_result(returns, result):
-                    await cur.close()
-                return result
-            async with _op_cursor(conn) as cur:
-                return await _fetch_rows(await cur.execute(upsert or query, params), returns)
-        finally:
-            await pool.putconn(conn)
-
     # ------------------------------------------------------------------ schema
 
     async def setup(self, *, check: bool = False) -> None:
-        """Create or upgrade the tables; safe from many workers at once. See :meth:`PostgresSaver.setup`."""
-        q = self._q
-        async with self._cursor() as cur:
-            applied = await _read_applied(cur, q)
-            if not _migrate.pending(q.schema, applied):
-                return
-            if check:
-                _migrate.check(q.schema, applied)
-            conn = cur.connection
-            async with conn.transaction():
-                await cur.execute(
-                    q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False
-                )
-                await cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
-                row = await cur.fetchone()
-                if not (row and row[0]):
-                    await cur.execute(q["schema_create"], prepare=False)
-                await cur.execute(q["migrations_bootstrap"], prepare=False)
-                await cur.execute(q["migrations_bootstrap_additive"], prepare=False)
-                await cur.execute(q["migrations_applied"], prepare=False)
-                applied = _migrate.applied_from_rows(await cur.fetchall())
-                for mig in _migrate.pending(q.schema, applied):
-                    logger.info(
-                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
-                    )
-                    # several statements: the simple query protocol of a text cursor
-                    async with conn.cursor(binary=False) as ddl:
-                        await ddl.execute(q.migration(mig), prepare=False)
-                    await cur.execute(
-                        q["migrations_record"],
-                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
-                        prepare=False,
-                    )
+        """Create or upgrade the tables; safe to call from many workers at once.
+
+        With ``check=True`` nothing is changed: a missing or outdated schema raises
+        :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
+        """
+        await self._driver.migrate(check=check)
 
     async def verify_schema(self) -> None:
-        """Raise unless the schema is current; changes nothing."""
+        """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
         await self.setup(check=True)
 
-    # ------------------------------------------------------------------ the base contract (async)
+    # ------------------------------------------------------------------ the base contract
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
-        rows = await self._fetch(self._q.get_tuple(sel.predicates), sel.params, ONE_CHECKPOINT)
+        query = self._q.get_tuple(sel.predicates)
+        rows = await self._driver.fetch_all(query, sel.params, size_column=_core.GET_TUPLE_BYTES)
         return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     async def alist(
@@ -286,9 +214,11 @@ class AsyncPostgresSaver(_SaverBase):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Checkpoints newest first; every criterion runs in SQL."""
+        """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        rows = await self._fetch(self._q.read_tuples(sel.predicates), sel.params, ANY_ROWS)
+        rows = await self._driver.fetch_all(self._q.read_tuples(sel.predicates), sel.params)
+        # rows are fetched and the connection released before the caller iterates, so a caller
+        # that calls the saver again inside its loop never waits on its own connection
         for tup in _core.read_rows_to_tuples(self.serde, rows):
             yield tup
 
@@ -299,14 +229,15 @@ class AsyncPostgresSaver(_SaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and its changed channel values (one statement)."""
-        params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        insert, upsert = self._put_sql(params)
-        if await self._fetch(insert, params, ONE_ROW, upsert) is None:
+        """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
+        put = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
+        insert, upsert = self._put_sql(put)
+        if await self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
+            p = put.params
             raise ParentCheckpointMissingError(
-                params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
+                p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
             )
-        return _core.put_result(params)
+        return _core.put_result(put.params)
 
     async def aput_writes(
         self,
@@ -315,71 +246,63 @@ class AsyncPostgresSaver(_SaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes (one statement)."""
-        params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
-        if params is None:
+        """Store a task's writes for the checkpoint of ``config`` (one statement)."""
+        built = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
+        if built is None:
             return
-        query, upsert = self._put_writes_sql(params)
-        await self._fetch(query, params, NO_ROWS, upsert)
+        query, upsert = self._put_writes_sql(built)
+        await self._driver.execute(query, built.params, upsert=upsert)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of ``thread_id``."""
+        """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces."""
         tid = _core.thread_id_param(thread_id)
-        await self._fetch(self._q["delete_thread"], {"thread_id": tid}, NO_ROWS)
+        await self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
-
-    async def _drive(self, steps: _lifecycle.Steps) -> Any:
-        """Run a lifecycle step generator: each step on a pooled connection, in one transaction."""
-        try:
-            step = next(steps)
-            while True:
-                step = steps.send(await self._run_step(step))
-        except StopIteration as done:
-            return done.value
-
-    async def _run_step(self, step: _lifecycle.Step) -> _lifecycle.Rows:
-        async with self._cursor() as cur:
-            if not step.transactional:
-                stmt = step.statements[0]
-                await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return await cur.fetchall() if cur.description else []
-            own = cur.connection.info.transaction_status == pq.TransactionStatus.IDLE
-            async with cur.connection.transaction():
-                # a transaction-local setting; never leaked into a transaction of the caller's
-                if step.lock_timeout is not None and own:
-                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
-                    await cur.execute(
-                        self._q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
-                    )
-                for stmt in step.statements:
-                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return await cur.fetchall() if cur.description else []
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """Writes and seed of each DeltaChannel along the parent chain (one statement)."""
-        result: Mapping[str, DeltaChannelHistory] = await self._drive(
+        """Writes and seed of each DeltaChannel along the parent chain of ``config``'s checkpoint.
+
+        One statement for all channels (a recursive walk in Postgres), with the semantics of the base
+        class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
+        nearest ancestor storing a value (its writes included), writes oldest first.
+        """
+        result: Mapping[str, DeltaChannelHistory] = await self._driver.drive(
             _lifecycle.delta_history(self._q, self.serde, config, channels)
         )
         return result
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """DeltaChannel-safe prune; see :meth:`PostgresSaver.prune`."""
-        await self._drive(_lifecycle.prune(self._q, thread_ids, strategy))
+        """Prune threads. ``keep_latest`` keeps the newest checkpoint of every namespace (with its
+        writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
+
+        Runs in bounded batches, one short transaction each. See :meth:`retention` for dry runs,
+        keeping the last N and deleting idle threads.
+        """
+        await self._driver.drive(_lifecycle.prune(self._q, thread_ids, strategy))
 
     async def acopy_thread(
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
     ) -> None:
-        """Copy a whole thread; see :meth:`PostgresSaver.copy_thread`."""
-        await self._drive(
+        """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
+
+        A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
+        unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
+        nothing.
+        """
+        await self._driver.drive(
             _lifecycle.copy_thread(self._q, source_thread_id, target_thread_id, overwrite=overwrite)
         )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete what these runs created; see :meth:`PostgresSaver.delete_for_runs`."""
-        await self._drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        """Delete the checkpoints (and their writes) created by these runs, in one statement.
+
+        Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
+        DeltaChannel state is rebuilt from a checkpoint of these runs.
+        """
+        await self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
 
     async def aretention(
         self,
@@ -394,8 +317,15 @@ class AsyncPostgresSaver(_SaverBase):
         start_after: str = "",
         progress: Callable[[Report], None] | None = None,
     ) -> Report:
-        """Retention in bounded batches; see :meth:`PostgresSaver.retention`."""
-        report: Report = await self._drive(
+        """Bound table growth: delete threads idle longer than ``idle_for`` and keep only the newest
+        ``keep_last`` checkpoints of each namespace of the others (plus DeltaChannel ancestry).
+
+        Works through threads in id order (all, or ``thread_ids``), ``thread_batch`` at a time, deleting
+        at most ``batch`` checkpoints per short transaction with ``lock_timeout`` seconds to get its
+        locks. ``dry_run`` reports what would go (threads, checkpoints, writes, blobs, bytes) and deletes
+        nothing. An interrupted run resumes with ``start_after=report.last_thread_id``.
+        """
+        report: Report = await self._driver.drive(
             _lifecycle.retention(
                 self._q,
                 keep_last=keep_last,
@@ -411,7 +341,11 @@ class AsyncPostgresSaver(_SaverBase):
         )
         return report
 
-    # ------------------------------------------------------------------ sync bridge
+    # [async-only]
+    # ------------------------------------------------------------------ the bridge for sync calls
+    # LangGraph calls a saver's sync methods from worker threads (graph.get_state with an async
+    # saver, for one). Each runs its async twin on the saver's loop and waits for it; the methods
+    # are made from PostgresSaver's, so their signatures and docstrings are the same.
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -432,9 +366,6 @@ class AsyncPostgresSaver(_SaverBase):
             )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run_sync(self.aget_tuple(config))
-
     def list(
         self,
         config: RunnableConfig | None,
@@ -448,103 +379,14 @@ class AsyncPostgresSaver(_SaverBase):
 
         yield from self._run_sync(collect())
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._run_sync(self.aput(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._run_sync(self.aput_writes(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._run_sync(self.adelete_thread(thread_id))
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self._run_sync(self.aget_delta_channel_history(config=config, channels=channels))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run_sync(self.aprune(thread_ids, strategy=strategy))
-
-    def copy_thread(
-        self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
-    ) -> None:
-        self._run_sync(self.acopy_thread(source_thread_id, target_thread_id, overwrite=overwrite))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._run_sync(self.adelete_for_runs(run_ids))
-
-    def retention(
-        self,
-        *,
-        keep_last: int | None = None,
-        idle_for: timedelta | None = None,
-        thread_ids: Sequence[str] | None = None,
-        dry_run: bool = False,
-        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
-        batch: int = _lifecycle.DEFAULT_BATCH,
-        lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
-        start_after: str = "",
-        progress: Callable[[Report], None] | None = None,
-    ) -> Report:
-        return self._run_sync(
-            self.aretention(
-                keep_last=keep_last,
-                idle_for=idle_for,
-                thread_ids=thread_ids,
-                dry_run=dry_run,
-                thread_batch=thread_batch,
-                batch=batch,
-                lock_timeout=lock_timeout,
-                start_after=start_after,
-                progress=progress,
-            )
-        )
-
-
-async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
-    conn = cur.connection
-    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
-    guard = (
-        contextlib.nullcontext()
-        if conn.info.transaction_status == _IDLE_STATUS
-        else conn.transaction()
-    )
-    try:
-        async with guard:
-            await cur.execute(q["migrations_applied"], prepare=False)
-            rows = await cur.fetchall()
-    except _MISSING_SCHEMA:
-        return None
-    return _migrate.applied_from_rows(rows)
-
-
-async def _fetch_rows(cur: AsyncCursor[TupleRow], returns: int) -> Any:
-    if returns == ONE_ROW:
-        return await cur.fetchone()
-    return None if returns == NO_ROWS else await cur.fetchall()
-
-
-@asynccontextmanager
-async def _op_cursor(conn: AsyncConnection[Any]) -> AsyncIterator[AsyncCursor[TupleRow]]:
-    """A binary tuple cursor for one saver statement, in autocommit (see autocommit_if_idle)."""
-    switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
-    if switched:
-        await conn.set_autocommit(True)
-    try:
-        async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-            yield cur
-    finally:
-        if switched:
-            await arestore_autocommit(conn)
+    list.__doc__ = PostgresSaver.list.__doc__
+    get_tuple = _bridged("get_tuple")
+    put = _bridged("put")
+    put_writes = _bridged("put_writes")
+    delete_thread = _bridged("delete_thread")
+    get_delta_channel_history = _bridged("get_delta_channel_history")
+    prune = _bridged("prune")
+    copy_thread = _bridged("copy_thread")
+    delete_for_runs = _bridged("delete_for_runs")
+    retention = _bridged("retention")
+    # [/async-only]

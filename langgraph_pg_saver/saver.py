@@ -1,12 +1,10 @@
+# generated from langgraph_pg_saver/aio.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/aio.py, then run `make generate`)
 """PostgresSaver: the synchronous checkpointer over a psycopg pool or connection."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -20,47 +18,32 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import Connection, Cursor, errors, pq
-from psycopg.rows import TupleRow, tuple_row
+from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from . import _core, _lifecycle, _migrate
-from ._base import (
-    ANY_ROWS,
-    DEFAULT_PREPARE_THRESHOLD,
-    DEFAULT_SCHEMA,
-    NO_ROWS,
-    ONE_CHECKPOINT,
-    ONE_ROW,
-    _SaverBase,
-    autocommit_if_idle,
-    holds_large_result,
-    restore_autocommit,
-    statement_cursor,
-)
+from . import _core, _lifecycle
+from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, SaverBase
+from ._driver_sync import Driver
 from ._lifecycle import Report
-from ._sql import Queries
-from .errors import ParentCheckpointMissingError, SaverClosedError
+from .errors import ParentCheckpointMissingError
 from .pool import LifoConnectionPool
 
-logger = logging.getLogger(__name__)
 
-_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
-_IDLE_STATUS = pq.TransactionStatus.IDLE
-
-
-class PostgresSaver(_SaverBase):
+class PostgresSaver(SaverBase):
     """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
         conn: a ``psycopg_pool.ConnectionPool`` (recommended: every call checks out its own
-            connection, so threads run concurrently) or a single ``psycopg.Connection`` (calls are then
-            serialized on it). Either may be configured any way: autocommit or not, any row factory.
+            connection, so concurrent calls run concurrently) or a single ``psycopg.Connection``
+            (calls are then serialized on it). Either may be configured any way: autocommit or not,
+            any row factory.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused, because every
             operation is already a single statement.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
     """
+
+    _driver: Driver
 
     def __init__(
         self,
@@ -71,19 +54,11 @@ class PostgresSaver(_SaverBase):
         schema: str = DEFAULT_SCHEMA,
     ) -> None:
         super().__init__(serde=serde, schema=schema)
-        self._pool: ConnectionPool[Any] | None = None
-        self._conn: Connection[Any] | None = None
-        if isinstance(conn, ConnectionPool):
-            self._pool = conn
-        elif isinstance(conn, Connection):
-            self._conn = conn
-        else:
-            raise TypeError(
-                f"PostgresSaver needs a psycopg Connection or psycopg_pool ConnectionPool, not {type(conn).__name__}"
-            )
-        self._lock = threading.Lock()
-        self._owns_pool = False
-        self._opened_once = False
+        self._driver = Driver(conn, self._q, owner=type(self).__name__)
+
+    @property
+    def _pool(self) -> ConnectionPool[Any] | None:
+        return self._driver.pool
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -103,11 +78,11 @@ class PostgresSaver(_SaverBase):
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
-        Use it as a context manager (``with PostgresSaver.from_conn_string(dsn) as saver:``) or call
-        :meth:`open` and :meth:`close` yourself. Hot-path statements (put, put_writes, get_tuple,
-        list, delete_thread, DeltaChannel history) become server-side prepared statements after
-        ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which saves their
-        planning time; lifecycle and schema statements are never prepared. Behind a
+        Use it as a context manager (``with PostgresSaver.from_conn_string(dsn) as
+        saver:``) or call :meth:`open` and :meth:`close` yourself. Hot-path statements (put,
+        put_writes, get_tuple, list, delete_thread, DeltaChannel history) become server-side prepared
+        statements after ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which
+        saves their planning time; lifecycle and schema statements are never prepared. Behind a
         transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
         with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is
         accepted for compatibility and unused.
@@ -124,30 +99,20 @@ class PostgresSaver(_SaverBase):
             **(pool_kwargs or {}),
         )
         saver = cls(pool, serde=serde, schema=schema)
-        saver._owns_pool = True
-        saver._closed = True  # until open()
+        saver._driver = Driver(pool, saver._q, owner=cls.__name__, owns_pool=True)
         return saver
 
     def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
         """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        if self._owns_pool and self._pool is not None:
-            if self._pool.closed and self._opened_once:
-                raise SaverClosedError(
-                    "this saver's pool was closed; create a new saver to reconnect"
-                )
-            self._opened_once = True
-            self._pool.open(wait=wait, timeout=timeout)
-        self._closed = False
+        self._driver.open(wait=wait, timeout=timeout)
         return self
 
     def close(self) -> None:
         """Close the saver; closes the pool only if ``from_conn_string`` created it."""
-        self._closed = True
-        if self._owns_pool and self._pool is not None:
-            self._pool.close()
+        self._driver.close()
 
     def __enter__(self) -> PostgresSaver:
-        if self._closed:
+        if self._driver.closed:
             self.open()
         return self
 
@@ -159,72 +124,6 @@ class PostgresSaver(_SaverBase):
     ) -> None:
         self.close()
 
-    @contextmanager
-    def _connection(self) -> Iterator[Connection[Any]]:
-        self._check_open()
-        if self._pool is not None:
-            with self._pool.connection() as conn:
-                yield conn
-        else:
-            assert self._conn is not None
-            with self._lock:
-                yield self._conn
-
-    @contextmanager
-    def _cursor(self) -> Iterator[Cursor[TupleRow]]:
-        # setup(), lifecycle steps and DeltaChannel history (the hot statements use _fetch):
-        # getconn/putconn directly rather than pool.connection(), whose `with conn:` only commits
-        # or rolls back, and our statements run in autocommit
-        self._check_open()
-        pool = self._pool
-        if pool is None:
-            with self._connection() as conn, _op_cursor(conn) as cur:
-                yield cur
-            return
-        conn = pool.getconn()
-        try:
-            with _op_cursor(conn) as cur:
-                yield cur
-        finally:
-            pool.putconn(conn)
-
-    def _fetch(
-        self, query: bytes, params: _core.Params, returns: int, upsert: bytes | None = None
-    ) -> Any:
-        """Run one hot-path statement and return what it ``returns`` (``_base.NO_ROWS``: None,
-        ``ONE_ROW``: the first row or None, otherwise the list of rows).
-
-        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: it then runs
-        ``upsert`` instead. That is only done in autocommit, where the failed statement ends its
-        own transaction; inside a caller's transaction ``upsert`` runs directly.
-
-        The same as ``with self._cursor() as cur`` without the two generator context managers, and,
-        on a connection already in autocommit (the pools from_conn_string makes), without looking
-        at its transaction status, and on the connection's kept cursor where parameters and result
-        are small (see _base.kept_cursor). Together ~40 µs of Python less per put.
-        """
-        pool = self._pool
-        if pool is None or self._closed:
-            with self._cursor() as cur:
-                return _fetch_rows(cur.execute(upsert or query, params), returns)
-        conn = pool.getconn()
-        try:
-            if conn.autocommit:
-                cur = statement_cursor(conn, returns, params)
-                try:
-                    result = _fetch_rows(cur.execute(query, params), returns)
-                except errors.UniqueViolation:
-                    if upsert is None:
-                        raise
-                    result = _fetch_rows(cur.execute(upsert, params), returns)
-                if holds_large_result(returns, result):
-                    cur.close()
-                return result
-            with _op_cursor(conn) as cur:
-                return _fetch_rows(cur.execute(upsert or query, params), returns)
-        finally:
-            pool.putconn(conn)
-
     # ------------------------------------------------------------------ schema
 
     def setup(self, *, check: bool = False) -> None:
@@ -233,40 +132,7 @@ class PostgresSaver(_SaverBase):
         With ``check=True`` nothing is changed: a missing or outdated schema raises
         :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
         """
-        q = self._q
-        with self._cursor() as cur:
-            applied = _read_applied(cur, q)
-            if not _migrate.pending(q.schema, applied):
-                return
-            if check:
-                _migrate.check(q.schema, applied)
-            conn = cur.connection
-            with conn.transaction():
-                cur.execute(
-                    q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False
-                )
-                row = cur.execute(
-                    q["schema_exists"], {"schema": q.schema}, prepare=False
-                ).fetchone()
-                if not (row and row[0]):
-                    cur.execute(q["schema_create"], prepare=False)
-                cur.execute(q["migrations_bootstrap"], prepare=False)
-                cur.execute(q["migrations_bootstrap_additive"], prepare=False)
-                applied = _migrate.applied_from_rows(
-                    cur.execute(q["migrations_applied"], prepare=False).fetchall()
-                )
-                for mig in _migrate.pending(q.schema, applied):
-                    logger.info(
-                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
-                    )
-                    # several statements: the simple query protocol of a text cursor
-                    with conn.cursor(binary=False) as ddl:
-                        ddl.execute(q.migration(mig), prepare=False)
-                    cur.execute(
-                        q["migrations_record"],
-                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
-                        prepare=False,
-                    )
+        self._driver.migrate(check=check)
 
     def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
@@ -277,7 +143,8 @@ class PostgresSaver(_SaverBase):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
-        rows = self._fetch(self._q.get_tuple(sel.predicates), sel.params, ONE_CHECKPOINT)
+        query = self._q.get_tuple(sel.predicates)
+        rows = self._driver.fetch_all(query, sel.params, size_column=_core.GET_TUPLE_BYTES)
         return _core.get_tuple_rows_to_tuple(self.serde, rows)
 
     def list(
@@ -290,7 +157,7 @@ class PostgresSaver(_SaverBase):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        rows = self._fetch(self._q.read_tuples(sel.predicates), sel.params, ANY_ROWS)
+        rows = self._driver.fetch_all(self._q.read_tuples(sel.predicates), sel.params)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         yield from _core.read_rows_to_tuples(self.serde, rows)
@@ -303,13 +170,14 @@ class PostgresSaver(_SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
-        params = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
-        insert, upsert = self._put_sql(params)
-        if self._fetch(insert, params, ONE_ROW, upsert) is None:
+        put = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
+        insert, upsert = self._put_sql(put)
+        if self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
+            p = put.params
             raise ParentCheckpointMissingError(
-                params["thread_id"], params["checkpoint_ns"], params["parent_checkpoint_id"]
+                p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
             )
-        return _core.put_result(params)
+        return _core.put_result(put.params)
 
     def put_writes(
         self,
@@ -319,45 +187,18 @@ class PostgresSaver(_SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
-        params = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
-        if params is None:
+        built = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
+        if built is None:
             return
-        query, upsert = self._put_writes_sql(params)
-        self._fetch(query, params, NO_ROWS, upsert)
+        query, upsert = self._put_writes_sql(built)
+        self._driver.execute(query, built.params, upsert=upsert)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces."""
         tid = _core.thread_id_param(thread_id)
-        self._fetch(self._q["delete_thread"], {"thread_id": tid}, NO_ROWS)
+        self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
-
-    def _drive(self, steps: _lifecycle.Steps) -> Any:
-        """Run a lifecycle step generator: each step on a pooled connection, in one transaction."""
-        try:
-            step = next(steps)
-            while True:
-                step = steps.send(self._run_step(step))
-        except StopIteration as done:
-            return done.value
-
-    def _run_step(self, step: _lifecycle.Step) -> _lifecycle.Rows:
-        with self._cursor() as cur:
-            if not step.transactional:
-                stmt = step.statements[0]
-                cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return cur.fetchall() if cur.description else []
-            own = cur.connection.info.transaction_status == _IDLE_STATUS
-            with cur.connection.transaction():
-                # a transaction-local setting; never leaked into a transaction of the caller's
-                if step.lock_timeout is not None and own:
-                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
-                    cur.execute(
-                        self._q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
-                    )
-                for stmt in step.statements:
-                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return cur.fetchall() if cur.description else []
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -368,7 +209,7 @@ class PostgresSaver(_SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
-        result: Mapping[str, DeltaChannelHistory] = self._drive(
+        result: Mapping[str, DeltaChannelHistory] = self._driver.drive(
             _lifecycle.delta_history(self._q, self.serde, config, channels)
         )
         return result
@@ -380,7 +221,7 @@ class PostgresSaver(_SaverBase):
         Runs in bounded batches, one short transaction each. See :meth:`retention` for dry runs,
         keeping the last N and deleting idle threads.
         """
-        self._drive(_lifecycle.prune(self._q, thread_ids, strategy))
+        self._driver.drive(_lifecycle.prune(self._q, thread_ids, strategy))
 
     def copy_thread(
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
@@ -391,7 +232,7 @@ class PostgresSaver(_SaverBase):
         unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
         nothing.
         """
-        self._drive(
+        self._driver.drive(
             _lifecycle.copy_thread(self._q, source_thread_id, target_thread_id, overwrite=overwrite)
         )
 
@@ -401,7 +242,7 @@ class PostgresSaver(_SaverBase):
         Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
         DeltaChannel state is rebuilt from a checkpoint of these runs.
         """
-        self._drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
 
     def retention(
         self,
@@ -424,7 +265,7 @@ class PostgresSaver(_SaverBase):
         locks. ``dry_run`` reports what would go (threads, checkpoints, writes, blobs, bytes) and deletes
         nothing. An interrupted run resumes with ``start_after=report.last_thread_id``.
         """
-        report: Report = self._drive(
+        report: Report = self._driver.drive(
             _lifecycle.retention(
                 self._q,
                 keep_last=keep_last,
@@ -439,39 +280,3 @@ class PostgresSaver(_SaverBase):
             )
         )
         return report
-
-
-@contextmanager
-def _op_cursor(conn: Connection[Any]) -> Iterator[Cursor[TupleRow]]:
-    """A binary tuple cursor for one saver statement, in autocommit (see autocommit_if_idle)."""
-    switched = autocommit_if_idle(conn)
-    try:
-        with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-            yield cur
-    finally:
-        if switched:
-            restore_autocommit(conn)
-
-
-def _fetch_rows(cur: Cursor[TupleRow], returns: int) -> Any:
-    if returns == ONE_ROW:
-        return cur.fetchone()
-    return None if returns == NO_ROWS else cur.fetchall()
-
-
-def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
-    """Applied migration versions (and whether each is additive), or None when the migrations
-    table does not exist yet."""
-    conn = cur.connection
-    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
-    guard = (
-        contextlib.nullcontext()
-        if conn.info.transaction_status == _IDLE_STATUS
-        else conn.transaction()
-    )
-    try:
-        with guard:
-            rows = cur.execute(q["migrations_applied"], prepare=False).fetchall()
-    except _MISSING_SCHEMA:
-        return None
-    return _migrate.applied_from_rows(rows)

@@ -1,7 +1,12 @@
--- Named queries. "{schema}" is replaced by the saver's quoted schema; "{_name}" includes the fragment
--- "_name"; "{where}" is filled by the loader with fragments named "_w_*" (never with caller text).
--- Parameters are psycopg named placeholders; arrays and bytea use %(x)b (binary): sending arrays as
--- text costs an escaped literal for psycopg to build and Postgres to parse (a third of put_writes).
+-- Named queries ("-- name: x"), loaded by langgraph_pg_saver/_sql.py. Placeholders, all "{name}":
+--   {schema}  the saver's quoted schema;
+--   {_name}   the fragment "_name", included in place (fragments start with "_");
+--   {slot}    any other name: filled per call by Queries.render from named fragments, never from
+--             caller text: {where} (the _w_* predicates AND-ed), {blob_rows} / {write_rows} (the
+--             rows as arrays, or as a VALUES list of scalar rows).
+-- A fragment that uses aliases or CTEs of the statement it is included in says so under "Expects".
+-- Parameters are psycopg named placeholders; arrays and bytea use %(x)b (binary): arrays sent as
+-- text are escaped literals that psycopg builds and Postgres parses.
 
 -- name: _lock_class
 -- First key of our per-thread advisory locks ("lgps"); the second is hashtext(thread_id). put and
@@ -29,9 +34,9 @@ RETURNING 1
 
 -- name: put_new
 -- put for the usual case: a new checkpoint whose blobs are new (versions carry a random part), in
--- autocommit. Plain INSERTs skip ON CONFLICT's speculative insertion (~15-20 µs a put); when a row
--- exists after all, the unique violation ends this statement's own transaction, nothing of it
--- stays, and the saver runs put instead.
+-- autocommit. Plain INSERTs skip ON CONFLICT's speculative insertion; when a row exists after all,
+-- the unique violation ends this statement's own transaction, nothing of it stays, and the driver
+-- runs put instead.
 {_put_checked}, new_blobs AS (
     {_put_blobs}
 )
@@ -39,7 +44,9 @@ RETURNING 1
 RETURNING 1
 
 -- name: _put_checked
--- The thread's shared lock, and "allowed": one row if the parent still exists (or there is none).
+-- The head of put's WITH list (the statement continues with ", name AS (...)"). Defines the CTEs
+-- guard (the thread's shared advisory lock) and allowed: one row if the parent still exists (or
+-- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id.
 -- A parent deleted by a concurrent prune or delete makes put insert nothing (the saver then raises)
 -- instead of leaving a checkpoint whose unchanged channel values are gone.
 --
@@ -50,7 +57,7 @@ RETURNING 1
 -- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
 -- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
 -- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put (~25 µs). delete_thread takes no lock: one that starts after this read deletes
+-- record per put. delete_thread takes no lock: one that starts after this read deletes
 -- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
 -- for the lock, then deleted the parent anyway; README, Limits).
 WITH guard AS (
@@ -74,26 +81,26 @@ WITH guard AS (
 )
 
 -- name: _put_blobs
+-- Expects the CTE allowed (_put_checked). The slot {blob_rows} is the row source b (channel, version,
+-- type, blob): up to _core.VALUES_MAX_ROWS values travel as scalar parameters of a VALUES list
+-- (_blob_values of _blob_row, {i} the row's position; one statement per count), which psycopg dumps
+-- in C; more, or none, travel as arrays (_blob_arrays).
 INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
-    FROM allowed, {_blob_rows}
+    FROM allowed, {blob_rows}
 
--- name: _blob_rows
--- The channel values as arrays, for any number of them. Up to _core.VALUES_MAX_ROWS values travel
--- instead as scalar parameters of a VALUES list (_blob_rows_values, one _blob_row per value, "#"
--- replaced by its position; see Queries.rows_variant): building and packing the arrays is Python
--- that psycopg's C dumpers do not run, and Postgres unpacks them again. Scalars made a put ~45 µs
--- faster (0.528 -> 0.483 ms in the benchmark), put_writes ~25 µs; one prepared statement per count.
+-- name: _blob_arrays
 unnest(%(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
        %(blob_values)b::bytea[]) AS b (channel, version, type, blob)
 
--- name: _blob_rows_values
+-- name: _blob_values
 (VALUES {rows}) AS b (channel, version, type, blob)
 
 -- name: _blob_row
-(%(bc#)s::text, %(bv#)s::text, %(bt#)s::text, %(bb#)b::bytea)
+(%(bc{i})s::text, %(bv{i})s::text, %(bt{i})s::text, %(bb{i})b::bytea)
 
 -- name: _put_row
+-- Expects the CTE allowed (_put_checked).
 INSERT INTO {schema}.pgsaver_checkpoints (
     thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id,
     type, checkpoint, channel_versions, metadata, metadata_exact
@@ -115,10 +122,10 @@ WHERE EXCLUDED.idx < 0
 
 -- name: put_writes_new
 -- put_writes for the usual case: ordinary writes (no special channel) of a task that has not
--- written yet, in autocommit. A plain INSERT skips ON CONFLICT's speculative insertion (~40 µs of
--- three rows); in the rare case that a row exists (a retried call), the unique violation ends
--- this statement's own transaction and the saver runs put_writes instead, which keeps the first
--- values, as it would have.
+-- written yet, in autocommit. A plain INSERT skips ON CONFLICT's speculative insertion; in the rare
+-- case that a row exists (a retried call), the unique violation ends this statement's own
+-- transaction and the driver runs put_writes instead, which keeps the first values, as it would
+-- have.
 {_writes_insert}
 
 -- name: _writes_insert
@@ -130,19 +137,20 @@ INSERT INTO {schema}.pgsaver_writes (
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob
-FROM guard, {_write_rows}
+FROM guard, {write_rows}
 
--- name: _write_rows
--- The writes as arrays; up to _core.VALUES_MAX_ROWS ordinary writes (idx = position) travel as a
--- VALUES list instead, as the channel values of put do (_blob_rows).
+-- name: _write_arrays
+-- The writes as arrays, for any number and special channels (their own idx); up to
+-- _core.VALUES_MAX_ROWS ordinary writes (idx = position) travel as a VALUES list instead
+-- (_write_values of _write_row), as the channel values of put do.
 unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
        %(values)b::bytea[]) AS w (idx, channel, type, blob)
 
--- name: _write_rows_values
+-- name: _write_values
 (VALUES {rows}) AS w (idx, channel, type, blob)
 
 -- name: _write_row
-(#, %(wc#)s::text, %(wt#)s::text, %(wb#)b::bytea)
+({i}, %(wc{i})s::text, %(wt{i})s::text, %(wb{i})b::bytea)
 
 -- name: lock_threads
 -- Exclusive per-thread locks for one lifecycle batch, always taken in the same order (no deadlocks
@@ -160,23 +168,43 @@ FROM (
 ) AS k
 
 -- name: get_tuple
--- One checkpoint (the newest chosen by {where}: thread and namespace, and the id when given) with its
--- values and pending writes. read_tuples does the same for many checkpoints; for one, there is no
--- value shared between checkpoints to fold (no DISTINCT), only a few rows to sort, and no thread or
--- namespace to repeat on every row: about a fifth less than read_tuples. Values and writes are looked up by primary key through LATERAL ... OFFSET 0,
--- so no statistics can turn a lookup into a hash of the thread's values. Rows:
+-- The latest checkpoint of a thread's namespace, with its values and pending writes (_tuple_rows).
+-- The keys are compared plainly, not hidden from the planner as list()'s are: a LIMIT 1 on the
+-- primary key costs the same in a custom and a generic plan, so there is no replanning to prevent.
+WITH c AS MATERIALIZED (
+    SELECT {_tuple_columns}
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+    ORDER BY c.checkpoint_id DESC
+    LIMIT 1
+)
+{_tuple_rows}
+
+-- name: get_tuple_id
+-- get_tuple for one checkpoint id.
+WITH c AS MATERIALIZED (
+    SELECT {_tuple_columns}
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+      AND c.checkpoint_id = %(checkpoint_id)s
+)
+{_tuple_rows}
+
+-- name: _tuple_columns
+-- Expects c (a pgsaver_checkpoints row).
+c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
+c.channel_versions, c.metadata, c.metadata_exact
+
+-- name: _tuple_rows
+-- Expects the CTE c (_tuple_columns of the one checkpoint to read). Its values and pending writes:
+-- read_tuples does the same for many checkpoints; for one, there is no value shared between
+-- checkpoints to fold (no DISTINCT), only a few rows to sort, and no thread or namespace to repeat
+-- on every row. Values and writes are looked up by primary key through LATERAL ... OFFSET 0, so no
+-- statistics can turn a lookup into a hash of the thread's values. Rows:
 --   kind 0: channel, version, type, value (the channel's value at this checkpoint's version);
 --   kind 1: task id, channel, type, value, task path, idx (a pending write, in writes_sort_key order);
 --   kind 2: checkpoint id, parent id, type, body, channel_versions, metadata, metadata_exact, thread,
 --           namespace.
-WITH c AS MATERIALIZED (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
-           c.channel_versions, c.metadata, c.metadata_exact
-    FROM {schema}.pgsaver_checkpoints AS c
-    WHERE {where}
-    ORDER BY c.checkpoint_id DESC
-    LIMIT 1
-)
 SELECT 2 AS kind, c.checkpoint_id AS a, c.parent_checkpoint_id AS b, c.type, c.checkpoint AS body,
        NULL::text AS task_path, NULL::integer AS idx, c.channel_versions, c.metadata, c.metadata_exact,
        c.thread_id, c.checkpoint_ns
@@ -196,12 +224,12 @@ UNION ALL
 SELECT 1, wr.task_id, wr.channel, wr.type, wr.blob, wr.task_path, wr.idx, NULL, NULL, NULL, NULL, NULL
 FROM c AS k
 {_writes_of_k}
--- writes in writes_sort_key order, compared as in read_tuples (the columns are COLLATE "C": byte order in
--- the database's encoding); a sort of a dozen rows
+-- writes in writes_sort_key order, compared as in read_tuples (the columns are COLLATE "C": byte
+-- order in the database's encoding); a sort of a dozen rows
 ORDER BY kind, task_path, a, idx
 
 -- name: read_tuples
--- get_tuple and list: the checkpoints chosen by {where}, newest first, as rows of three kinds, so that
+-- list: the checkpoints chosen by {where}, newest first, as rows of three kinds, so that
 -- psycopg parses plain columns (C loaders) rather than arrays of bytea (several times slower):
 --   kind 0: a channel value (thread, namespace, channel, version, type, blob), once however many of the
 --           chosen checkpoints share it (a step changes a few channels);
@@ -244,16 +272,16 @@ WITH RECURSIVE ns AS (
         LIMIT (SELECT %(limit)s::bigint)
     ) AS x
     ORDER BY x.checkpoint_id DESC
-    -- (SELECT ...) hides the limit from the planner, as _wh_thread hides the keys
+    -- (SELECT ...) hides the limit from the planner, as the _w_* predicates hide the keys
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
 -- name: _read_body
--- The rest of read_tuples, after the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
--- checkpoints. Columns: kind, thread, namespace, checkpoint id | channel, parent id | task id | version,
+-- The rest of read_tuples. Expects the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
+-- checkpoints, newest first, and continues the statement's WITH list. Columns: kind, thread, namespace, checkpoint id | channel, parent id | task id | version,
 -- type, body | blob, write channel, task path, idx, channel_versions, metadata, metadata_exact.
--- kc reads each chosen checkpoint row once, for its versions (cv) and for its kind-2 row (~5% of a
--- list(thread, 20) against reading it twice); k stays narrow, so choosing among many candidates
+-- kc reads each chosen checkpoint row once, for its versions (cv) and for its kind-2 row; k stays
+-- narrow, so choosing among many candidates
 -- (a filter, or a thread's many namespaces) sorts keys, not bodies.
 kc AS MATERIALIZED (
     SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id, c.type,
@@ -274,7 +302,7 @@ kc AS MATERIALIZED (
     CROSS JOIN LATERAL jsonb_each_text(kc.channel_versions) AS e
     -- Always true. The planner assumes 100 rows from any set-returning function, so a filter's
     -- generic plan (hundreds of chosen keys, a hundred channels each) was estimated above
-    -- jit_above_cost and spent ~35 ms compiling; each of these is taken as a 1-in-3 filter.
+    -- jit_above_cost and spent tens of milliseconds compiling; each of these is taken as a 1-in-3 filter.
     WHERE octet_length(e.key) >= 0 AND length(e.key) >= 0
 )
 SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version AS ref,
@@ -302,8 +330,9 @@ FROM kc
 ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
 
 -- name: _writes_of_k
--- The pending writes of checkpoint k (thread_id, checkpoint_ns, checkpoint_id), by primary key: a
--- correlated lookup per checkpoint (OFFSET 0 keeps it from becoming a hash of the writes table).
+-- Expects k (thread_id, checkpoint_ns, checkpoint_id). The pending writes of checkpoint k, by primary
+-- key: a correlated lookup per checkpoint (OFFSET 0 keeps it from becoming a hash of the writes
+-- table).
 CROSS JOIN LATERAL (
     SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
     FROM {schema}.pgsaver_writes AS w
@@ -312,40 +341,25 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS wr
 
--- name: _w_thread
-c.thread_id = %(thread_id)s
-
--- name: _w_ns
-c.checkpoint_ns = %(checkpoint_ns)s
-
--- name: _w_id
-c.checkpoint_id = %(checkpoint_id)s
-
--- name: _w_before
-c.checkpoint_id < %(before)s
-
--- name: _wh_thread
--- read_tuples' keys (Queries.read_tuples): compared with (SELECT %(x)s), which the planner cannot
--- see through, as the limits are. A custom plan then costs what the generic plan costs, and after
--- its five custom plans a prepared list() settles on the generic one. With the values visible, a
--- table of a few long threads made every custom plan look cheaper (the thread's row count in the
--- statistics, a limit of 20), and Postgres planned list() anew on every call: 0.25-0.33 ms, a third
--- of the statement. Where generic plans were chosen anyway, the subqueries cost ~5 µs; get_tuple
--- (a LIMIT 1 costs the same either way) keeps the plain comparisons. The plans stay on the primary
+-- The predicates of a {where} slot (_sql.WHERE_FRAGMENTS). Each expects c (a pgsaver_checkpoints
+-- row). The keys are compared with (SELECT %(x)s::text), which the planner cannot see through (as
+-- the hidden limits): a custom plan then costs what the generic plan costs, and a prepared
+-- statement settles on the generic one. With the values visible, a table of a few long threads made
+-- every custom plan look cheaper (the thread's row count in the statistics, a limit of 20), and
+-- Postgres planned list() anew on every call, a third of its time. The plans stay on the primary
 -- key either way (test_indexes, test_list_and_prepare).
+
+-- name: _w_thread
 c.thread_id = (SELECT %(thread_id)s::text)
 
--- name: _wh_ns
+-- name: _w_ns
 c.checkpoint_ns = (SELECT %(checkpoint_ns)s::text)
 
--- name: _wh_id
+-- name: _w_id
 c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 
--- name: _wh_before
+-- name: _w_before
 c.checkpoint_id < (SELECT %(before)s::text)
-
--- name: _wh_filter
-{_w_filter}
 
 -- name: _w_filter
 c.metadata @> %(filter)s::jsonb
@@ -408,7 +422,7 @@ WITH RECURSIVE target AS (
            ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT ({_x_stores_k})) COLLATE "C" AS remaining
     FROM target AS t
     -- OFFSET 0 hides the array's length from the planner: estimated from its value, a custom plan
-    -- looked cheaper than the generic one, so Postgres planned every call anew (0.8 ms each)
+    -- looked cheaper than the generic one, so Postgres planned every call anew
     CROSS JOIN (SELECT %(channels)b::text[] COLLATE "C" AS needing OFFSET 0) AS w
     JOIN {schema}.pgsaver_checkpoints AS x
       ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
@@ -447,7 +461,7 @@ ORDER BY 1, 2 DESC, 3, 4, 5
 -- ============================================================================ lifecycle
 
 -- name: _x_stores_k
--- Checkpoint x stores a value for channel k: it has a version of k whose blob is not the 'empty'
+-- Expects x (a pgsaver_checkpoints row) and k (a channel name). Checkpoint x stores a value for channel k: it has a version of k whose blob is not the 'empty'
 -- marker. A scalar subquery by the whole primary key: Postgres cannot turn it into a hash of all the
 -- thread's blobs (as it may with EXISTS when statistics are stale).
 coalesce((
@@ -457,7 +471,7 @@ coalesce((
 ), false)
 
 -- name: _x_delta
--- The DeltaChannels LangGraph counts in checkpoint x's metadata (counters_since_delta_snapshot) that
+-- Expects x (a pgsaver_checkpoints row). The DeltaChannels LangGraph counts in checkpoint x's metadata (counters_since_delta_snapshot) that
 -- have a version at x: LangGraph rebuilds only versioned channels, and the counters also list
 -- channels never written.
 ARRAY(
@@ -469,7 +483,8 @@ ARRAY(
 )
 
 -- name: _x_needing
--- The channels x's parent must supply: those inherited from x's descendants (w.needing) plus x's own
+-- Expects x (a pgsaver_checkpoints row) and w (its child's walk row, with needing). The channels x's
+-- parent must supply: those inherited from x's descendants (w.needing) plus x's own
 -- DeltaChannels, less what x stores. Sorted and distinct, so equal sets compare equal.
 ARRAY(
     SELECT DISTINCT k FROM unnest(w.needing || {_x_delta}) AS k

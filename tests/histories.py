@@ -80,7 +80,7 @@ def build(
         if delta_channels:  # as LangGraph records them: the delta channels with non-zero counters
             metadata["counters_since_delta_snapshot"] = {ch: [1, 1] for ch in delta_channels}
         put_rows.append(
-            _core.put_params(saver.serde, config, cp, metadata, new_versions, values_max=0)
+            _core.put_params(saver.serde, config, cp, metadata, new_versions, values_max=0).params
         )
         node = Node(cid, parent.checkpoint_id if parent else None, versions)
         hist.nodes.append(node)
@@ -103,10 +103,10 @@ def build(
                 values_max=0,  # one executemany below: every row's parameters as arrays
             )
             if params is not None:
-                write_rows.append(params)
-    with saver._cursor() as cur:
-        cur.executemany(saver._q["put"], put_rows)
+                write_rows.append(params.params)
+    with saver._driver.cursor() as cur:
+        cur.executemany(saver._q.render("put", blob_rows=0), put_rows)
         if write_rows:
-            cur.executemany(saver._q["put_writes"], write_rows)
+            cur.executemany(saver._q.render("put_writes", write_rows=0), write_rows)
     assert WRITES_IDX_MAP  # the special channel above uses its fixed negative idx
     return hist

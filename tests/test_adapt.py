@@ -1,49 +1,30 @@
-"""The binary array dumpers of put/put_writes: what Postgres receives equals what was sent."""
+"""What put/put_writes send reaches Postgres unchanged: arrays as psycopg dumps plain lists, and the
+typed NULL bytea of a channel version without a value."""
 
 from __future__ import annotations
 
 import psycopg
-import pytest
 from helpers import checkpoint, config
-from psycopg.adapt import AdaptersMap, PyFormat
-from psycopg.types.array import ListBinaryDumper
+from psycopg.adapt import PyFormat
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver._adapt import ByteaArray, Int4Array, TextArray, register
+from langgraph_pg_saver._adapt import NULL_BYTEA, NullBytea
 
 TEXTS = ["", "a", "é ü", "𝄞 emoji 🙂", "x" * 5000, "quote ' and \" and \\ and {,}"]
 BLOBS: list[bytes | None] = [b"", b"\x00\xff\x00", None, bytes(range(256)) * 20]
 INTS = [0, 1, -1, -4, 2**31 - 1, -(2**31)]
 
 
-def _round_trip(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[object, ...] | None:
-    with conn.cursor(binary=True) as cur:
-        return cur.execute(
-            "SELECT %b::text[], %b::bytea[], %b::integer[], %b::text[], %b::bytea[], %b::integer[],"
-            " array_length(%b::text[], 1), cardinality(%b::integer[])",
-            (
-                TextArray(TEXTS),
-                ByteaArray(BLOBS),
-                Int4Array(INTS),
-                TextArray(),
-                ByteaArray(),
-                Int4Array(),
-                TextArray(TEXTS),
-                Int4Array(INTS),
-            ),
-        ).fetchone()
-
-
-def test_markers_use_the_fast_dumpers() -> None:
-    for cls in (TextArray, ByteaArray, Int4Array):
-        dumper = psycopg.adapters.get_dumper(cls, PyFormat.BINARY)
-        assert dumper.__module__ == "langgraph_pg_saver._adapt", (cls, dumper)
-
-
 def test_arrays_reach_postgres_unchanged(db_dsn: str) -> None:
-    with psycopg.connect(db_dsn) as conn:
-        row = _round_trip(conn)
-    assert row == (TEXTS, BLOBS, INTS, [], [], [], len(TEXTS), len(INTS))
+    empty_texts: list[str] = []
+    empty_blobs: list[bytes | None] = []
+    with psycopg.connect(db_dsn) as conn, conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            "SELECT %b::text[], %b::bytea[], %b::integer[], %b::text[], %b::bytea[],"
+            " array_length(%b::text[], 1), cardinality(%b::integer[])",
+            (TEXTS, BLOBS, INTS, empty_texts, empty_blobs, TEXTS, INTS),
+        ).fetchone()
+    assert row == (TEXTS, BLOBS, INTS, [], [], len(TEXTS), len(INTS))
 
 
 def test_text_follows_the_client_encoding(db_dsn: str) -> None:
@@ -55,34 +36,22 @@ def test_text_follows_the_client_encoding(db_dsn: str) -> None:
         with conn.cursor(binary=True) as cur:
             row = cur.execute(
                 "SELECT %b::text[], convert_to(array_to_string(%b::text[], '|'), 'UTF8')",
-                (TextArray(latin), TextArray(latin)),
+                (latin, latin),
             ).fetchone()
     assert row is not None
     assert row[0] == latin
     assert bytes(row[1]).decode("utf-8") == "|".join(latin)
 
 
-def test_int4_out_of_range_is_refused_before_sending(db_dsn: str) -> None:
-    with (
-        psycopg.connect(db_dsn) as conn,
-        pytest.raises(psycopg.DataError, match=r"out of int4 range: \[2147483648\]"),
-    ):
-        conn.execute("SELECT %b::integer[]", (Int4Array([2**31]),))
+def test_the_null_bytea_is_a_typed_null(db_dsn: str) -> None:
+    dumper = psycopg.adapters.get_dumper(NullBytea, PyFormat.BINARY)
+    assert dumper.__module__ == "langgraph_pg_saver._adapt"
+    with psycopg.connect(db_dsn) as conn, conn.cursor(binary=True) as cur:
+        row = cur.execute("SELECT %b IS NULL, pg_typeof(%b)::text", (NULL_BYTEA, NULL_BYTEA))
+        assert row.fetchone() == (True, "bytea")
 
 
-def test_same_bytes_as_psycopgs_own_list_dumper() -> None:
-    # a connection whose adapters were copied before our import falls back to psycopg's list
-    # dumper (the markers are lists); both must put the same array on the wire
-    ours = AdaptersMap(psycopg.postgres.adapters)
-    register(ours)
-    # (empty lists differ: psycopg sends them as the text literal {}; both are checked above)
-    for marker in (TextArray(TEXTS), ByteaArray(BLOBS)):
-        fast = ours.get_dumper(type(marker), PyFormat.BINARY)(type(marker)).dump(marker)
-        generic = ListBinaryDumper(list).upgrade(list(marker), PyFormat.BINARY)
-        assert bytes(fast) == bytes(generic.dump(list(marker))), type(marker)
-
-
-def test_put_and_writes_round_trip_through_the_dumpers(saver: PostgresSaver) -> None:
+def test_put_and_writes_round_trip(saver: PostgresSaver) -> None:
     cp = checkpoint({"a": "é" * 10, "b": b"\x00bytes", "c": None})
     stored = saver.put(config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"])
     saver.put_writes(stored, [("a", "w1"), ("__error__", "boom"), ("b", None)], "task", "p")

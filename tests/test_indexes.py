@@ -85,7 +85,7 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
             {"thread_id": tid, "before": last, "limit": 20},
         ),
         "delta history": (
-            q.with_where("delta_history", ("thread", "ns", "id")),
+            q.render("delta_history", where=("thread", "ns", "id")),
             {
                 "thread_id": tid,
                 "checkpoint_ns": "",

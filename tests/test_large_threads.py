@@ -73,7 +73,7 @@ def test_twenty_thousand_checkpoints(saver: PostgresSaver) -> None:
 
 
 def _stored(saver: PostgresSaver, checkpoint_id: str, version: str) -> bool:
-    with saver._cursor() as cur:
+    with saver._driver.cursor() as cur:
         row = cur.execute(
             "SELECT type <> 'empty' FROM pgsaver_blobs WHERE thread_id = 'big' AND channel = 'm' AND version = %s",
             (version,),

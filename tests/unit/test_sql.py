@@ -23,21 +23,20 @@ def _used_names() -> set[str]:
         text = path.read_text(encoding="utf-8")
         used |= set(re.findall(r'q(?:ueries)?\["(\w+)"\]', text))
         used |= set(re.findall(r'self\._q\["(\w+)"\]', text))
-        used |= set(re.findall(r'with_where\("(\w+)"', text))
-        used |= set(re.findall(r'rows_variant\("(\w+)"', text))
+        used |= set(re.findall(r'render\("(\w+)"', text))
     return used
 
 
 def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     raw = _sql.raw_queries()
     named = {n for n in raw if not n.startswith("_")}
-    # read_tuples and read_tuples_per_ns go through Queries.read_tuples
-    used = _used_names() | {"read_tuples", "read_tuples_per_ns"}
+    # read_tuples(_per_ns) and get_tuple(_id) go through Queries.read_tuples and Queries.get_tuple
+    used = _used_names() | {"read_tuples", "read_tuples_per_ns", "get_tuple", "get_tuple_id"}
     assert used - named == set(), f"used but not defined: {used - named}"
     assert named - used == set(), f"defined but unused: {named - used}"
-    for prefix in ("_w_", "_wh_"):
-        fragments = {n for n in raw if n.startswith(prefix)}
-        assert fragments == {f"{prefix}{p}" for p in _sql.WHERE_FRAGMENTS}
+    # one set of WHERE fragments
+    fragments = {n for n in raw if re.match(r"_wh?_", n)}
+    assert fragments == {f"_w_{p}" for p in _sql.WHERE_FRAGMENTS}
 
 
 def test_reads_hide_their_keys_from_the_planner_and_get_tuple_does_not() -> None:

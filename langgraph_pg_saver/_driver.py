@@ -1,0 +1,101 @@
+"""The driver's policy, shared by its async and sync classes: which cursor a statement runs on,
+when a connection is switched to autocommit, and how large a result may stay on a kept cursor.
+
+The classes that do the I/O are :class:`~langgraph_pg_saver._driver_async.AsyncDriver` (the source)
+and :class:`~langgraph_pg_saver._driver_sync.Driver` (generated from it by ``tools/async_to_sync.py``).
+Nothing here talks to the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
+
+from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
+from psycopg.rows import TupleRow, tuple_row
+
+from .errors import SaverClosedError
+
+Row = tuple[Any, ...]
+Params = Mapping[str, Any]
+
+IDLE = pq.TransactionStatus.IDLE
+
+#: A statement whose parameters hold more than this many bytes runs on a cursor of its own, dropped
+#: afterwards; so does a read whose result is larger. A cursor keeps its last parameters and result
+#: until its next statement, and a kept cursor lives as long as its connection.
+KEEP_CURSOR_MAX_BYTES = 256 * 1024
+
+_KEPT_CURSOR = "_lgps_kept_cursor"
+
+
+def params_nbytes(params: Params) -> int:
+    """The bytes of the bytea values in ``params`` (what a kept cursor would hold on to)."""
+    total = 0
+    for value in params.values():
+        if type(value) is bytes:
+            total += len(value)
+        elif type(value) is list:
+            total += sum(len(b) for b in value if type(b) is bytes)
+    return total
+
+
+def rows_nbytes(rows: Sequence[Row], column: int) -> int:
+    """The bytes in one bytea column of ``rows``."""
+    return sum(len(row[column]) for row in rows if row[column] is not None)
+
+
+@overload
+def kept_cursor(conn: Connection[Any]) -> Cursor[TupleRow]: ...
+@overload
+def kept_cursor(conn: AsyncConnection[Any]) -> AsyncCursor[TupleRow]: ...
+def kept_cursor(
+    conn: Connection[Any] | AsyncConnection[Any],
+) -> Cursor[TupleRow] | AsyncCursor[TupleRow]:
+    """The connection's own cursor for small statements (put, put_writes, get_tuple, delete_thread).
+
+    Made once per connection and kept on it as an attribute: a new cursor costs a transformer and its
+    empty dumper and loader caches on every call. Only the holder of the connection (one pool
+    checkout) uses it. Large parameters or results never stay on it (see ``KEEP_CURSOR_MAX_BYTES``).
+    """
+    cur: Cursor[TupleRow] | AsyncCursor[TupleRow] | None = getattr(conn, _KEPT_CURSOR, None)
+    if cur is None or cur.closed:
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        # a connection class with __slots__ gets a new cursor every time
+        with contextlib.suppress(AttributeError):
+            setattr(conn, _KEPT_CURSOR, cur)
+    return cur
+
+
+def needs_autocommit_switch(autocommit: bool, status: pq.TransactionStatus) -> bool:
+    """Whether an operation must switch the connection to autocommit (and back afterwards).
+
+    Every saver operation is either one statement, which Postgres runs atomically on its own, or
+    opens its own transaction block: with autocommit a statement costs one round trip instead of
+    BEGIN + statement + COMMIT. The switch is client-side only (psycopg sends nothing on an idle
+    connection). A connection inside the caller's own transaction is left alone: our statements then
+    join that transaction.
+    """
+    return not autocommit and status == IDLE
+
+
+def can_restore(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    """Whether autocommit can be switched back: not on a closed or broken connection (the pool
+    discards it), and a failed restore must never replace the exception already on its way."""
+    return not conn.closed and conn.info.transaction_status == IDLE
+
+
+class State:
+    """Open or closed, shared by a driver's users: LangGraph clones savers (``with_allowlist`` in
+    strict msgpack mode), and a clone must see the original being opened or closed."""
+
+    __slots__ = ("closed", "opened_once")
+
+    def __init__(self, closed: bool) -> None:
+        self.closed = closed
+        self.opened_once = False
+
+
+def closed_error(owner: str) -> SaverClosedError:
+    return SaverClosedError(f"{owner} is closed; create or open a new one")

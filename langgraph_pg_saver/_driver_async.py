@@ -1,0 +1,349 @@
+# [async-only]
+"""AsyncDriver: how an async saver (or store) runs its statements on a psycopg pool or connection.
+
+This is the source of ``_driver_sync.py`` (``Driver``; ``tools/async_to_sync.py`` writes it): change
+this file, then run ``make generate``. The policy both share (which cursor, when to switch to
+autocommit, size limits) is in ``_driver.py``.
+
+Every statement runs on a binary cursor with tuple rows, whatever the caller configured on the
+connection; a pooled connection is checked out for one operation and returned, so concurrent
+operations use concurrent connections and nothing is locked instance-wide. A single connection given
+by the caller is shared under a lock.
+"""
+# [/async-only]
+# [sync-only]
+# """Driver: how a sync saver (or store) runs its statements on a psycopg pool or connection.
+#
+# The source is the async driver; the policy both share is in ``_driver.py``.
+# """
+# [/sync-only]
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg import AsyncConnection, AsyncCursor, errors
+from psycopg.rows import TupleRow, tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import _lifecycle, _migrate
+from ._driver import (
+    IDLE,
+    KEEP_CURSOR_MAX_BYTES,
+    Params,
+    Row,
+    State,
+    can_restore,
+    closed_error,
+    kept_cursor,
+    needs_autocommit_switch,
+    params_nbytes,
+    rows_nbytes,
+)
+from ._sql import Queries
+from .errors import SaverClosedError
+
+# isort: off
+# [async-only]
+import asyncio
+
+# [/async-only]
+# [sync-only]
+# import threading
+# [/sync-only]
+# isort: on
+
+logger = logging.getLogger(__name__)
+
+_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
+# what _run returns
+_NOTHING, _ONE, _ALL = 0, 1, 2
+
+
+class AsyncDriver:
+    """Connections, cursors and statements for one saver and its clones.
+
+    Args:
+        conn: a pool (each operation checks out its own connection) or one connection (operations
+            are serialized on it), configured any way.
+        q: the SQL of the saver's schema.
+        owner: the saver's class name, for error messages.
+        owns_pool: the pool was made for the saver: :meth:`open` and :meth:`close` open and close
+            it, and the driver starts closed.
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        q: Queries,
+        *,
+        owner: str,
+        owns_pool: bool = False,
+    ) -> None:
+        self.q = q
+        self.owner = owner
+        self.pool: AsyncConnectionPool[Any] | None = None
+        self.conn: AsyncConnection[Any] | None = None
+        if isinstance(conn, AsyncConnectionPool):
+            self.pool = conn
+        elif isinstance(conn, AsyncConnection):
+            self.conn = conn
+        else:
+            raise TypeError(
+                f"{owner} needs a psycopg AsyncConnection or psycopg_pool AsyncConnectionPool, "
+                f"not {type(conn).__name__}"
+            )
+        self.owns_pool = owns_pool and self.pool is not None
+        self.state = State(closed=self.owns_pool)  # a pool made for the saver opens in open()
+        # [async-only]
+        self._lock = asyncio.Lock()
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        # [/async-only]
+        # [sync-only]
+        # self._lock = threading.Lock()
+        # [/sync-only]
+
+    @property
+    def closed(self) -> bool:
+        return self.state.closed
+
+    def check_open(self) -> None:
+        if self.state.closed:
+            raise closed_error(self.owner)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self, *, wait: bool, timeout: float) -> None:
+        """Open the pool made for the saver (a pool or connection of the caller's is left alone)."""
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        if self.owns_pool and self.pool is not None:
+            if self.pool.closed and self.state.opened_once:
+                raise SaverClosedError(
+                    "this saver's pool was closed; create a new saver to reconnect"
+                )
+            self.state.opened_once = True
+            await self.pool.open(wait=wait, timeout=timeout)
+        self.state.closed = False
+
+    async def close(self) -> None:
+        """Refuse new operations; close the pool only if it was made for the saver."""
+        self.state.closed = True
+        if self.owns_pool and self.pool is not None:
+            await self.pool.close()
+
+    # ------------------------------------------------------------------ connections and cursors
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection for one operation: checked out of the pool, or the caller's under the lock."""
+        self.check_open()
+        # [async-only]
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        if self.pool is not None:
+            # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
+            # the driver's statements run in autocommit or in transaction blocks of their own
+            conn = await self.pool.getconn()
+            try:
+                yield conn
+            finally:
+                await self.pool.putconn(conn)
+        else:
+            assert self.conn is not None
+            async with self._lock:
+                yield self.conn
+
+    @asynccontextmanager
+    async def cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
+        """A binary tuple cursor for one operation, on a connection in autocommit unless it is
+        inside a transaction of the caller's (the statements then join it)."""
+        async with self.connection() as conn, self.cursor_on(conn) as cur:
+            yield cur
+
+    @asynccontextmanager
+    async def cursor_on(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncCursor[TupleRow]]:
+        """:meth:`cursor` on a connection already checked out."""
+        switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
+        if switched:
+            await conn.set_autocommit(True)
+        try:
+            async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                yield cur
+        finally:
+            if switched and can_restore(conn):
+                try:
+                    # no network I/O on an idle connection
+                    await conn.set_autocommit(False)
+                except Exception:  # pragma: no cover - defensive
+                    logger.debug("could not restore autocommit=False", exc_info=True)
+
+    # ------------------------------------------------------------------ one statement
+
+    async def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
+        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
+        await self._run(query, params, _NOTHING, upsert, None)
+
+    async def fetch_one(
+        self, query: bytes, params: Params, *, upsert: bytes | None = None
+    ) -> Row | None:
+        """Run one statement and return its first row (None without one).
+
+        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
+        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
+        autocommit, where the failed statement ends only its own transaction; anywhere else
+        (inside a caller's transaction, say) ``upsert`` runs directly.
+        """
+        row: Row | None = await self._run(query, params, _ONE, upsert, None)
+        return row
+
+    async def fetch_all(
+        self, query: bytes, params: Params, *, size_column: int | None = None
+    ) -> list[Row]:
+        """Run one statement and return all its rows.
+
+        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
+        the connection's kept cursor; the bytes in that column measure it, and a result over
+        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held.
+        """
+        rows: list[Row] = await self._run(query, params, _ALL, None, size_column)
+        return rows
+
+    async def _run(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
+        # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
+        # managers, and on a connection already in autocommit (what from_conn_string makes) without
+        # looking at its transaction status.
+        pool = self.pool
+        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+            async with self.cursor() as cur:
+                await cur.execute(upsert or query, params)
+                return await _fetch(cur, returns)
+        # [async-only]
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        conn = await pool.getconn()
+        try:
+            if not conn.autocommit:
+                async with self.cursor_on(conn) as cur:
+                    await cur.execute(upsert or query, params)
+                    return await _fetch(cur, returns)
+            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
+            try:
+                await cur.execute(query, params)
+            except errors.UniqueViolation:
+                if upsert is None:
+                    raise
+                await cur.execute(upsert, params)
+            result = await _fetch(cur, returns)
+            if not kept or (
+                size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
+            ):
+                # the next call on this connection makes a new kept cursor
+                await cur.close()
+            return result
+        finally:
+            await pool.putconn(conn)
+
+    # ------------------------------------------------------------------ lifecycle steps
+
+    async def drive(self, steps: _lifecycle.Steps) -> Any:
+        """Run a step generator of ``_lifecycle``: each step on one connection, in one transaction;
+        the rows of its last statement go back into the generator."""
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(await self.run_step(step))
+        except StopIteration as done:
+            return done.value
+
+    async def run_step(self, step: _lifecycle.Step) -> list[Row]:
+        async with self.cursor() as cur:
+            if not step.transactional:
+                stmt = step.statements[0]
+                await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                return await cur.fetchall() if cur.description else []
+            own = cur.connection.info.transaction_status == IDLE
+            async with cur.connection.transaction():
+                # a transaction-local setting; never set inside a transaction of the caller's
+                if step.lock_timeout is not None and own:
+                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                    await cur.execute(
+                        self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
+                    )
+                for stmt in step.statements:
+                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                return await cur.fetchall() if cur.description else []
+
+    # ------------------------------------------------------------------ migrations
+
+    async def migrate(self, *, check: bool) -> None:
+        """Apply the pending migrations under the migration lock (see ``_migrate``); with ``check``,
+        change nothing and raise unless the schema is current."""
+        q = self.q
+        async with self.cursor() as cur:
+            applied = await _read_applied(cur, q)
+            if not _migrate.pending(q.schema, applied):
+                return
+            if check:
+                _migrate.check(q.schema, applied)
+            conn = cur.connection
+            async with conn.transaction():
+                key = {"key": _migrate.lock_key(q.schema)}
+                await cur.execute(q["migrations_lock"], key, prepare=False)
+                await cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
+                row = await cur.fetchone()
+                if not (row and row[0]):
+                    await cur.execute(q["schema_create"], prepare=False)
+                await cur.execute(q["migrations_bootstrap"], prepare=False)
+                await cur.execute(q["migrations_bootstrap_additive"], prepare=False)
+                await cur.execute(q["migrations_applied"], prepare=False)
+                applied = _migrate.applied_from_rows(await cur.fetchall())
+                for mig in _migrate.pending(q.schema, applied):
+                    logger.info(
+                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
+                    )
+                    # several statements: the simple query protocol of a text cursor
+                    async with conn.cursor(binary=False) as ddl:
+                        await ddl.execute(q.migration(mig), prepare=False)
+                    await cur.execute(
+                        q["migrations_record"],
+                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
+                        prepare=False,
+                    )
+
+
+async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    conn = cur.connection
+    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
+    guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
+    try:
+        async with guard:
+            await cur.execute(q["migrations_applied"], prepare=False)
+            rows = await cur.fetchall()
+    except _MISSING_SCHEMA:
+        return None
+    return _migrate.applied_from_rows(rows)
+
+
+async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
+    if returns == _ONE:
+        return await cur.fetchone()
+    return None if returns == _NOTHING else await cur.fetchall()

@@ -1,0 +1,308 @@
+# generated from langgraph_pg_saver/_driver_async.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/_driver_async.py, then run `make generate`)
+"""Driver: how a sync saver (or store) runs its statements on a psycopg pool or connection.
+
+The source is the async driver; the policy both share is in ``_driver.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from psycopg import Connection, Cursor, errors
+from psycopg.rows import TupleRow, tuple_row
+from psycopg_pool import ConnectionPool
+
+from . import _lifecycle, _migrate
+from ._driver import (
+    IDLE,
+    KEEP_CURSOR_MAX_BYTES,
+    Params,
+    Row,
+    State,
+    can_restore,
+    closed_error,
+    kept_cursor,
+    needs_autocommit_switch,
+    params_nbytes,
+    rows_nbytes,
+)
+from ._sql import Queries
+from .errors import SaverClosedError
+
+# isort: off
+import threading
+# isort: on
+
+logger = logging.getLogger(__name__)
+
+_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
+# what _run returns
+_NOTHING, _ONE, _ALL = 0, 1, 2
+
+
+class Driver:
+    """Connections, cursors and statements for one saver and its clones.
+
+    Args:
+        conn: a pool (each operation checks out its own connection) or one connection (operations
+            are serialized on it), configured any way.
+        q: the SQL of the saver's schema.
+        owner: the saver's class name, for error messages.
+        owns_pool: the pool was made for the saver: :meth:`open` and :meth:`close` open and close
+            it, and the driver starts closed.
+    """
+
+    def __init__(
+        self,
+        conn: Connection[Any] | ConnectionPool[Any],
+        q: Queries,
+        *,
+        owner: str,
+        owns_pool: bool = False,
+    ) -> None:
+        self.q = q
+        self.owner = owner
+        self.pool: ConnectionPool[Any] | None = None
+        self.conn: Connection[Any] | None = None
+        if isinstance(conn, ConnectionPool):
+            self.pool = conn
+        elif isinstance(conn, Connection):
+            self.conn = conn
+        else:
+            raise TypeError(
+                f"{owner} needs a psycopg Connection or psycopg_pool ConnectionPool, "
+                f"not {type(conn).__name__}"
+            )
+        self.owns_pool = owns_pool and self.pool is not None
+        self.state = State(closed=self.owns_pool)  # a pool made for the saver opens in open()
+        self._lock = threading.Lock()
+
+    @property
+    def closed(self) -> bool:
+        return self.state.closed
+
+    def check_open(self) -> None:
+        if self.state.closed:
+            raise closed_error(self.owner)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self, *, wait: bool, timeout: float) -> None:
+        """Open the pool made for the saver (a pool or connection of the caller's is left alone)."""
+        if self.owns_pool and self.pool is not None:
+            if self.pool.closed and self.state.opened_once:
+                raise SaverClosedError(
+                    "this saver's pool was closed; create a new saver to reconnect"
+                )
+            self.state.opened_once = True
+            self.pool.open(wait=wait, timeout=timeout)
+        self.state.closed = False
+
+    def close(self) -> None:
+        """Refuse new operations; close the pool only if it was made for the saver."""
+        self.state.closed = True
+        if self.owns_pool and self.pool is not None:
+            self.pool.close()
+
+    # ------------------------------------------------------------------ connections and cursors
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection[Any]]:
+        """A connection for one operation: checked out of the pool, or the caller's under the lock."""
+        self.check_open()
+        if self.pool is not None:
+            # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
+            # the driver's statements run in autocommit or in transaction blocks of their own
+            conn = self.pool.getconn()
+            try:
+                yield conn
+            finally:
+                self.pool.putconn(conn)
+        else:
+            assert self.conn is not None
+            with self._lock:
+                yield self.conn
+
+    @contextmanager
+    def cursor(self) -> Iterator[Cursor[TupleRow]]:
+        """A binary tuple cursor for one operation, on a connection in autocommit unless it is
+        inside a transaction of the caller's (the statements then join it)."""
+        with self.connection() as conn, self.cursor_on(conn) as cur:
+            yield cur
+
+    @contextmanager
+    def cursor_on(self, conn: Connection[Any]) -> Iterator[Cursor[TupleRow]]:
+        """:meth:`cursor` on a connection already checked out."""
+        switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
+        if switched:
+            conn.set_autocommit(True)
+        try:
+            with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                yield cur
+        finally:
+            if switched and can_restore(conn):
+                try:
+                    # no network I/O on an idle connection
+                    conn.set_autocommit(False)
+                except Exception:  # pragma: no cover - defensive
+                    logger.debug("could not restore autocommit=False", exc_info=True)
+
+    # ------------------------------------------------------------------ one statement
+
+    def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
+        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
+        self._run(query, params, _NOTHING, upsert, None)
+
+    def fetch_one(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> Row | None:
+        """Run one statement and return its first row (None without one).
+
+        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
+        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
+        autocommit, where the failed statement ends only its own transaction; anywhere else
+        (inside a caller's transaction, say) ``upsert`` runs directly.
+        """
+        row: Row | None = self._run(query, params, _ONE, upsert, None)
+        return row
+
+    def fetch_all(
+        self, query: bytes, params: Params, *, size_column: int | None = None
+    ) -> list[Row]:
+        """Run one statement and return all its rows.
+
+        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
+        the connection's kept cursor; the bytes in that column measure it, and a result over
+        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held.
+        """
+        rows: list[Row] = self._run(query, params, _ALL, None, size_column)
+        return rows
+
+    def _run(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
+        # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
+        # managers, and on a connection already in autocommit (what from_conn_string makes) without
+        # looking at its transaction status.
+        pool = self.pool
+        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+            with self.cursor() as cur:
+                cur.execute(upsert or query, params)
+                return _fetch(cur, returns)
+        conn = pool.getconn()
+        try:
+            if not conn.autocommit:
+                with self.cursor_on(conn) as cur:
+                    cur.execute(upsert or query, params)
+                    return _fetch(cur, returns)
+            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
+            try:
+                cur.execute(query, params)
+            except errors.UniqueViolation:
+                if upsert is None:
+                    raise
+                cur.execute(upsert, params)
+            result = _fetch(cur, returns)
+            if not kept or (
+                size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
+            ):
+                # the next call on this connection makes a new kept cursor
+                cur.close()
+            return result
+        finally:
+            pool.putconn(conn)
+
+    # ------------------------------------------------------------------ lifecycle steps
+
+    def drive(self, steps: _lifecycle.Steps) -> Any:
+        """Run a step generator of ``_lifecycle``: each step on one connection, in one transaction;
+        the rows of its last statement go back into the generator."""
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(self.run_step(step))
+        except StopIteration as done:
+            return done.value
+
+    def run_step(self, step: _lifecycle.Step) -> list[Row]:
+        with self.cursor() as cur:
+            if not step.transactional:
+                stmt = step.statements[0]
+                cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                return cur.fetchall() if cur.description else []
+            own = cur.connection.info.transaction_status == IDLE
+            with cur.connection.transaction():
+                # a transaction-local setting; never set inside a transaction of the caller's
+                if step.lock_timeout is not None and own:
+                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                    cur.execute(
+                        self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
+                    )
+                for stmt in step.statements:
+                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                return cur.fetchall() if cur.description else []
+
+    # ------------------------------------------------------------------ migrations
+
+    def migrate(self, *, check: bool) -> None:
+        """Apply the pending migrations under the migration lock (see ``_migrate``); with ``check``,
+        change nothing and raise unless the schema is current."""
+        q = self.q
+        with self.cursor() as cur:
+            applied = _read_applied(cur, q)
+            if not _migrate.pending(q.schema, applied):
+                return
+            if check:
+                _migrate.check(q.schema, applied)
+            conn = cur.connection
+            with conn.transaction():
+                key = {"key": _migrate.lock_key(q.schema)}
+                cur.execute(q["migrations_lock"], key, prepare=False)
+                cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
+                row = cur.fetchone()
+                if not (row and row[0]):
+                    cur.execute(q["schema_create"], prepare=False)
+                cur.execute(q["migrations_bootstrap"], prepare=False)
+                cur.execute(q["migrations_bootstrap_additive"], prepare=False)
+                cur.execute(q["migrations_applied"], prepare=False)
+                applied = _migrate.applied_from_rows(cur.fetchall())
+                for mig in _migrate.pending(q.schema, applied):
+                    logger.info(
+                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
+                    )
+                    # several statements: the simple query protocol of a text cursor
+                    with conn.cursor(binary=False) as ddl:
+                        ddl.execute(q.migration(mig), prepare=False)
+                    cur.execute(
+                        q["migrations_record"],
+                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
+                        prepare=False,
+                    )
+
+
+def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    conn = cur.connection
+    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
+    guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
+    try:
+        with guard:
+            cur.execute(q["migrations_applied"], prepare=False)
+            rows = cur.fetchall()
+    except _MISSING_SCHEMA:
+        return None
+    return _migrate.applied_from_rows(rows)
+
+
+def _fetch(cur: Cursor[TupleRow], returns: int) -> Any:
+    if returns == _ONE:
+        return cur.fetchone()
+    return None if returns == _NOTHING else cur.fetchall()
