@@ -41,7 +41,7 @@ from .pool import AsyncLifoConnectionPool
 # [async-only]
 import asyncio
 import functools
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import TypeVar
 
 from .errors import PgSaverError
@@ -52,14 +52,24 @@ T = TypeVar("T")
 
 def _bridged(name: str) -> Any:
     """The sync method ``name`` of AsyncPostgresSaver: runs ``a<name>`` on the saver's loop, with
-    PostgresSaver's signature and docstring."""
+    PostgresSaver's signature and docstring. ``list`` collects the async iterator there."""
     sync_method = getattr(PostgresSaver, name)
     async_name = f"a{name}"
 
-    @functools.wraps(sync_method)
-    def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
-        return self._run_sync(getattr(self, async_name)(*args, **kwargs))
+    if name == "list":
 
+        def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
+            async def collect() -> list[CheckpointTuple]:
+                return [t async for t in self.alist(*args, **kwargs)]
+
+            yield from self._run_sync(collect())
+
+    else:
+
+        def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
+            return self._run_sync(getattr(self, async_name)(*args, **kwargs))
+
+    method = functools.wraps(sync_method)(method)
     method.__qualname__ = f"AsyncPostgresSaver.{name}"
     return method
 
@@ -366,20 +376,7 @@ class AsyncPostgresSaver(SaverBase):
             )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        yield from self._run_sync(collect())
-
-    list.__doc__ = PostgresSaver.list.__doc__
+    list = _bridged("list")
     get_tuple = _bridged("get_tuple")
     put = _bridged("put")
     put_writes = _bridged("put_writes")

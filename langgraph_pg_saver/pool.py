@@ -4,8 +4,8 @@ psycopg_pool's pools are queues: ``getconn`` takes the connection that has waite
 used by one thread at a time after a burst of concurrency (a LangGraph run saves checkpoints and
 writes from background threads, so the pool grows to a few connections) then cycles through every
 connection in turn, and each call lands on the server backend that has been idle longest, with cold
-CPU caches: measured here, a ``get_tuple`` through a pool of 4 took 0.79-0.90 ms against 0.65-0.72 ms
-through a pool of 1, on the same data in the same process.
+CPU caches (a ``get_tuple`` through a pool of 4 was measurably slower than through a pool of 1 on the
+same data; docs/performance.md).
 
 These subclasses only change which idle connection comes out first: the one returned last, whose
 backend is still warm. Under load every connection is busy anyway, and the idle ones at the back of

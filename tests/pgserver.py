@@ -1,4 +1,4 @@
-"""Finding a real Postgres server for the tests (DESIGN.md §4), in this order:
+"""Finding a real Postgres server for the tests (docs/design.md, Tests), in this order:
 
 1. ``LANGGRAPH_PG_SAVER_TEST_DSN``;
 2. testcontainers, when a Docker engine answers a ping (fails in milliseconds when there is none);
