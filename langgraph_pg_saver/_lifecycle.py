@@ -131,15 +131,21 @@ def delta_history(
         raise InvalidInputError(
             f"channels must be a list of channel names, not the string {channels!r}"
         )
-    wanted = list(dict.fromkeys(channels))
+    wanted = list(dict.fromkeys(_channel_name(c) for c in channels))
     if not wanted:
         return {}
     sel = _core.get_tuple_select(config)
-    params = dict(sel.params, channels=[_core.thread_id_param(c) for c in wanted])
+    params = dict(sel.params, channels=wanted)
     rows = yield Step(
         (Stmt(q.render("delta_history", where=sel.predicates), params, prepare=None),)
     )
     return assemble_history(serde, wanted, rows)
+
+
+def _channel_name(channel: object) -> str:
+    if channel is None:
+        raise InvalidInputError("channels contains None instead of a channel name")
+    return _core.name_param(channel, "channel name")
 
 
 def assemble_history(
@@ -324,6 +330,7 @@ def retention(
     ):
         raise InvalidInputError(f"keep_last must be a positive int, not {keep_last!r}")
     thread_batch = _batch_size(thread_batch)
+    _batch_size(batch)  # checked before anything runs, not only when keep_last first needs it
     total = Report(dry_run=dry_run, last_thread_id=start_after or None)
     after = _core.thread_id_param(start_after)
     chosen = None if thread_ids is None else [t for t in thread_ids_param(thread_ids) if t > after]

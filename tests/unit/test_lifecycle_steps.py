@@ -1,0 +1,861 @@
+"""The lifecycle step generators of ``_lifecycle``, driven by a fake driver (no database).
+
+Each test drives a generator the way the savers do (``next``, then ``send(rows)``), records every
+:class:`Step` it yields, answers each step from a script keyed by the name of the step's last query,
+and asserts on the exact steps and on the returned Report (or the error).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_pg_saver import _lifecycle
+from langgraph_pg_saver._lifecycle import (
+    DEFAULT_BATCH,
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_THREAD_BATCH,
+    Report,
+    Rows,
+    Step,
+    Stmt,
+)
+from langgraph_pg_saver._sql import queries_for
+from langgraph_pg_saver.errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
+
+Q = queries_for("public")
+SERDE = JsonPlusSerializer()
+WEEK = timedelta(days=7)
+
+
+def _rendered_names() -> dict[bytes, str]:
+    """Every fully rendered query of the schema, by its text."""
+    out: dict[bytes, str] = {}
+    for name in Q.names():
+        try:
+            out[Q[name]] = name
+        except KeyError:  # a template with a {where}: see query_name
+            continue
+    return out
+
+
+_BY_TEXT = _rendered_names()
+
+
+def delta_history_text(predicates: tuple[str, ...]) -> bytes:
+    """``delta_history`` with its ``{where}`` made of ``predicates``."""
+    return Q.render("delta_history", where=predicates)
+
+
+def query_name(stmt: Stmt) -> str:
+    """The name of ``stmt``'s query: the ``queries_for("public")[name]`` it is."""
+    name = _BY_TEXT.get(stmt.query)
+    if name is not None:
+        assert Q[name] == stmt.query
+        return name
+    for predicates in (("thread", "ns"), ("thread", "ns", "id")):
+        if stmt.query == delta_history_text(predicates):
+            return "delta_history[" + ",".join(predicates) + "]"
+    raise AssertionError(f"a statement that is no query of the schema: {stmt.query[:80]!r}")
+
+
+def step_names(step: Step) -> tuple[str, ...]:
+    return tuple(query_name(s) for s in step.statements)
+
+
+Script = Callable[[Step, str], Rows] | Mapping[str, list[Rows]]
+
+
+class FakeDriver:
+    """Drives a step generator as ``_drive`` does; records a deep copy of every step it was given.
+
+    ``script`` answers a step: a function ``(step, name of its last query) -> rows``, or a mapping from
+    that name to a queue of answers (one popped per step). A step the script has no answer for fails
+    the test.
+    """
+
+    def __init__(self, script: Script | None = None) -> None:
+        self.steps: list[Step] = []
+        if script is None:
+            script = {}
+        self._fn: Callable[[Step, str], Rows] | None = None
+        self._queues: dict[str, list[Rows]] = {}
+        if callable(script):
+            self._fn = script
+        else:
+            self._queues = {k: list(v) for k, v in script.items()}
+
+    def _answer(self, step: Step) -> Rows:
+        last = query_name(step.statements[-1])
+        if self._fn is not None:
+            return self._fn(step, last)
+        queue = self._queues.get(last)
+        if not queue:
+            raise AssertionError(f"unexpected step {step_names(step)}")
+        return queue.pop(0)
+
+    def run(self, steps: _lifecycle.Steps) -> Any:
+        try:
+            step = next(steps)
+            while True:
+                # a copy: a generator that later mutated the params it yielded would show here
+                self.steps.append(copy.deepcopy(step))
+                step = steps.send(self._answer(step))
+        except StopIteration as done:
+            return done.value
+
+    def names(self) -> list[tuple[str, ...]]:
+        return [step_names(s) for s in self.steps]
+
+    def assert_consumed(self) -> None:
+        left = {k: v for k, v in self._queues.items() if v}
+        assert left == {}, f"scripted answers never asked for: {left}"
+
+
+def locked(
+    ids: list[str], *statements: Stmt, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT
+) -> Step:
+    return Step((Stmt(Q["lock_threads"], {"thread_ids": ids}), *statements), lock_timeout)
+
+
+def single(name: str, params: dict[str, Any]) -> Step:
+    return Step((Stmt(Q[name], params),))
+
+
+def cfg(**configurable: object) -> dict[str, Any]:
+    return {"configurable": configurable}
+
+
+# --------------------------------------------------------------------------- the fake driver itself
+
+
+def test_query_name_tells_queries_apart_and_rejects_foreign_text() -> None:
+    assert query_name(Stmt(Q["lock_threads"])) == "lock_threads"
+    assert query_name(Stmt(Q["delete_threads"])) == "delete_threads"
+    with pytest.raises(AssertionError, match="no query of the schema"):
+        query_name(Stmt(b"SELECT 1"))
+    # another schema's text is another statement
+    with pytest.raises(AssertionError, match="no query of the schema"):
+        query_name(Stmt(queries_for("other")["delete_threads"]))
+
+
+def test_fake_driver_fails_on_an_unscripted_step() -> None:
+    with pytest.raises(AssertionError, match="unexpected step"):
+        FakeDriver().run(_lifecycle.prune(Q, ["a"], "delete"))
+
+
+# --------------------------------------------------------------------------- Step and helpers
+
+
+def test_step_transactional() -> None:
+    one = Stmt(Q["threads_size"], {})
+    assert Step((one,)).transactional is False
+    assert Step((one,), 1.0).transactional is True
+    assert Step((one, one)).transactional is True
+    assert Stmt(b"x").prepare is False  # lifecycle statements are never prepared by default
+
+
+def test_lock_timeout_param_is_whole_milliseconds_at_least_one() -> None:
+    assert _lifecycle.lock_timeout_param(5.0) == "5000ms"
+    assert _lifecycle.lock_timeout_param(0.25) == "250ms"
+    assert _lifecycle.lock_timeout_param(0.0001) == "1ms"
+    assert _lifecycle.lock_timeout_param(0) == "1ms"
+
+
+def test_report_add_sums_counts_only() -> None:
+    total = Report(threads=1, checkpoints=2, dry_run=True, last_thread_id="a")
+    total.add(
+        Report(threads=2, checkpoints=3, writes=4, blobs=5, bytes=6, batches=7, last_thread_id="z")
+    )
+    assert total == Report(
+        threads=3,
+        checkpoints=5,
+        writes=4,
+        blobs=5,
+        bytes=6,
+        batches=7,
+        dry_run=True,
+        last_thread_id="a",
+    )
+    assert total.as_dict()["checkpoints"] == 5
+
+
+def test_thread_ids_param_sorts_and_dedups() -> None:
+    assert _lifecycle.thread_ids_param(["b", "a", "b", 3]) == ["3", "a", "b"]  # type: ignore[list-item]
+    assert _lifecycle.thread_ids_param(("x",)) == ["x"]
+    assert _lifecycle.thread_ids_param([]) == []
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _gen_prune(*a: Any, **k: Any) -> Callable[[], _lifecycle.Steps]:
+    return lambda: _lifecycle.prune(Q, *a, **k)
+
+
+def _gen_retention(**k: Any) -> Callable[[], _lifecycle.Steps]:
+    return lambda: _lifecycle.retention(Q, **k)
+
+
+BAD_INPUTS: list[Any] = [
+    pytest.param(_gen_prune("t1", "delete"), "single string", id="prune-lone-string"),
+    pytest.param(_gen_prune(b"t1", "delete"), "single string", id="prune-lone-bytes"),
+    pytest.param(_gen_prune(5, "delete"), "not int", id="prune-not-a-list"),
+    pytest.param(_gen_prune(["a", None], "delete"), "None", id="prune-none-in-list"),
+    pytest.param(_gen_prune(["a\x00"], "delete"), "NUL", id="prune-nul-in-id"),
+    pytest.param(_gen_prune(["a"], "keep_all"), "unknown prune strategy", id="prune-bad-strategy"),
+    pytest.param(
+        _gen_prune([], "keep_all"), "unknown prune strategy", id="prune-bad-strategy-empty"
+    ),
+    pytest.param(_gen_prune(["a"], None), "unknown prune strategy", id="prune-strategy-none"),
+    pytest.param(_gen_prune(["a"], "keep_latest", batch=0), "batch size", id="prune-batch-0"),
+    pytest.param(_gen_prune(["a"], "keep_latest", batch=True), "batch size", id="prune-batch-true"),
+    pytest.param(_gen_prune(["a"], "keep_latest", batch="3"), "batch size", id="prune-batch-str"),
+    pytest.param(_gen_prune([], "keep_latest", batch=0), "batch size", id="prune-batch-0-empty"),
+    pytest.param(lambda: _lifecycle._keep_last(Q, ["a"], 0), "keep_last", id="keep-last-0"),
+    pytest.param(lambda: _lifecycle._keep_last(Q, ["a"], True), "keep_last", id="keep-last-true"),
+    pytest.param(lambda: _lifecycle._keep_last(Q, ["a"], "3"), "keep_last", id="keep-last-str"),
+    pytest.param(lambda: _lifecycle._keep_last(Q, [], 0), "keep_last", id="keep-last-0-empty"),
+    pytest.param(_gen_retention(), "needs keep_last", id="retention-neither"),
+    pytest.param(_gen_retention(keep_last=0), "keep_last", id="retention-keep-last-0"),
+    pytest.param(_gen_retention(keep_last=True), "keep_last", id="retention-keep-last-true"),
+    pytest.param(_gen_retention(keep_last="3"), "keep_last", id="retention-keep-last-str"),
+    pytest.param(_gen_retention(idle_for=timedelta(seconds=-1)), "idle_for", id="idle-negative"),
+    pytest.param(_gen_retention(idle_for=timedelta(0)), "idle_for", id="idle-zero"),
+    pytest.param(_gen_retention(idle_for=3600), "idle_for", id="idle-int"),
+    pytest.param(_gen_retention(keep_last=1, idle_for="7d"), "idle_for", id="idle-str"),
+    pytest.param(_gen_retention(keep_last=1, thread_batch=0), "batch size", id="thread-batch-0"),
+    pytest.param(_gen_retention(keep_last=1, thread_ids="abc"), "single string", id="ret-lone-str"),
+    pytest.param(_gen_retention(keep_last=1, thread_ids=["a", None]), "None", id="ret-none-id"),
+    pytest.param(_gen_retention(keep_last=1, start_after=None), "None", id="ret-start-none"),
+    pytest.param(
+        lambda: _lifecycle.copy_thread(Q, "a", "a", overwrite=True), "same thread", id="copy-same"
+    ),
+    pytest.param(
+        lambda: _lifecycle.copy_thread(Q, 1, "1", overwrite=False),
+        "same thread",
+        id="copy-same-text",
+    ),
+    pytest.param(
+        lambda: _lifecycle.copy_thread(Q, None, "b", overwrite=False), "None", id="copy-none-source"
+    ),
+    pytest.param(lambda: _lifecycle.delete_for_runs(Q, "run-1"), "single string", id="runs-string"),
+    pytest.param(lambda: _lifecycle.delete_for_runs(Q, ["r", None]), "run id", id="runs-none"),
+    pytest.param(
+        lambda: _lifecycle.delta_history(Q, SERDE, cfg(thread_id="t"), "messages"),
+        "channels must be a list",
+        id="history-channels-string",
+    ),
+    pytest.param(
+        lambda: _lifecycle.delta_history(Q, SERDE, cfg(), ["messages"]),
+        "thread_id",
+        id="history-no-thread",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), BAD_INPUTS)
+def test_input_checks_raise_before_any_step(
+    make: Callable[[], _lifecycle.Steps], message: str
+) -> None:
+    driver = FakeDriver()  # answers no step: a yielded step would fail with an AssertionError
+    with pytest.raises(InvalidInputError, match=message):
+        driver.run(make())
+    assert driver.steps == []
+
+
+def test_retention_checks_batch_before_any_step() -> None:
+    driver = FakeDriver()
+    for options in ({"keep_last": 1}, {"idle_for": timedelta(days=1)}):
+        with pytest.raises(InvalidInputError, match="batch size"):
+            driver.run(_lifecycle.retention(Q, batch=0, **options))  # type: ignore[arg-type]
+    assert driver.steps == []
+
+
+# --------------------------------------------------------------------------- prune("delete")
+
+
+def test_prune_delete_is_one_locked_step() -> None:
+    driver = FakeDriver({"delete_threads": [[(2, 7, 3, 4, 1234)]]})
+    report = driver.run(_lifecycle.prune(Q, ["b", "a", "b"], "delete"))
+    assert driver.names() == [("lock_threads", "delete_threads")]
+    ids = ["a", "b"]
+    assert driver.steps == [
+        locked(ids, Stmt(Q["delete_threads"], {"thread_ids": ids, "idle_for": None}))
+    ]
+    (step,) = driver.steps
+    assert step.transactional
+    assert step.lock_timeout == DEFAULT_LOCK_TIMEOUT == 5.0
+    assert all(s.prepare is False for s in step.statements)
+    assert report == Report(threads=2, checkpoints=7, writes=3, blobs=4, bytes=1234, batches=1)
+
+
+def test_prune_delete_options_and_null_size() -> None:
+    driver = FakeDriver({"delete_threads": [[(0, 0, 0, 0, None)]]})
+    report = driver.run(_lifecycle.prune(Q, ["a"], "delete", lock_timeout=0.25))
+    assert driver.steps[0].lock_timeout == 0.25
+    assert report == Report(batches=1)
+
+
+def test_prune_delete_dry_run_is_one_plain_step() -> None:
+    driver = FakeDriver({"threads_size": [[(1, 2, 3, 4, 500)]]})
+    report = driver.run(_lifecycle.prune(Q, ["a"], "delete", dry_run=True))
+    assert driver.names() == [("threads_size",)]
+    assert driver.steps == [single("threads_size", {"thread_ids": ["a"], "idle_for": None})]
+    assert driver.steps[0].lock_timeout is None
+    assert not driver.steps[0].transactional
+    assert report == Report(threads=1, checkpoints=2, writes=3, blobs=4, bytes=500, dry_run=True)
+
+
+@pytest.mark.parametrize("strategy", ["delete", "keep_latest"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_prune_of_no_threads_yields_no_step(strategy: str, dry_run: bool) -> None:
+    driver = FakeDriver()
+    report = driver.run(_lifecycle.prune(Q, [], strategy, dry_run=dry_run))
+    assert driver.steps == []
+    assert report == Report(dry_run=dry_run)
+
+
+# --------------------------------------------------------------------------- prune("keep_latest")
+
+
+def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
+    driver = FakeDriver(
+        {
+            "prune_keep_last_batch": [
+                [(["a"], 2, 5, 100)],
+                [(["b", "a"], 2, 1, None)],
+                [(["b"], 1, 0, 30)],
+            ],
+            "prune_blobs": [[(3, 40)]],
+        }
+    )
+    report = driver.run(_lifecycle.prune(Q, ["b", "a", "c"], "keep_latest", batch=2))
+    driver.assert_consumed()
+    ids = ["a", "b", "c"]
+    batch = Stmt(Q["prune_keep_last_batch"], {"thread_ids": ids, "keep_last": 1, "batch": 2})
+    blobs = Stmt(Q["prune_blobs"], {"thread_ids": ids})
+    assert driver.names() == [
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_blobs"),
+    ]
+    assert driver.steps == [locked(ids, batch)] * 3 + [locked(ids, blobs)]
+    assert all(s.transactional and s.lock_timeout == DEFAULT_LOCK_TIMEOUT for s in driver.steps)
+    assert report == Report(
+        threads=2,  # a and b: distinct over the batches; c lost nothing
+        checkpoints=5,
+        writes=6,
+        blobs=3,
+        bytes=170,
+        batches=3,
+    )
+
+
+def test_prune_keep_latest_stops_on_a_short_first_batch() -> None:
+    driver = FakeDriver({"prune_keep_last_batch": [[([], 0, 0, 0)]], "prune_blobs": [[(0, None)]]})
+    report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest"))
+    driver.assert_consumed()
+    assert driver.names() == [
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_blobs"),
+    ]
+    assert driver.steps[0].statements[1].params == {
+        "thread_ids": ["a"],
+        "keep_last": 1,
+        "batch": DEFAULT_BATCH,
+    }
+    assert report == Report(batches=1)
+
+
+def test_prune_keep_latest_one_less_than_batch_is_short() -> None:
+    driver = FakeDriver(
+        {"prune_keep_last_batch": [[(["a"], 999, 0, 0)]], "prune_blobs": [[(0, 0)]]}
+    )
+    report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest", lock_timeout=None))
+    assert len(driver.steps) == 2
+    # no lock timeout, but still one transaction: the locks and the delete go together
+    assert all(s.lock_timeout is None and s.transactional for s in driver.steps)
+    assert report.checkpoints == 999
+    assert report.threads == 1
+
+
+def test_keep_last_passes_n() -> None:
+    driver = FakeDriver({"prune_keep_last_batch": [[(["a"], 0, 0, 0)]], "prune_blobs": [[(0, 0)]]})
+    driver.run(_lifecycle._keep_last(Q, ["a"], 3, batch=10))
+    assert driver.steps[0] == locked(
+        ["a"],
+        Stmt(Q["prune_keep_last_batch"], {"thread_ids": ["a"], "keep_last": 3, "batch": 10}),
+    )
+
+
+def test_prune_keep_latest_dry_run_is_one_plain_plan_step() -> None:
+    driver = FakeDriver({"prune_keep_last_plan": [[(2, 4, 3, 5, None)]]})
+    report = driver.run(_lifecycle.prune(Q, ["b", "a"], "keep_latest", dry_run=True))
+    assert driver.steps == [
+        single("prune_keep_last_plan", {"thread_ids": ["a", "b"], "keep_last": 1})
+    ]
+    assert not driver.steps[0].transactional
+    assert driver.steps[0].lock_timeout is None
+    assert report == Report(threads=2, checkpoints=4, writes=3, blobs=5, bytes=0, dry_run=True)
+
+
+# --------------------------------------------------------------------------- copy_thread
+
+
+def test_copy_thread_without_overwrite() -> None:
+    driver = FakeDriver({"copy_thread": [[(True, 3, 2, 4)]]})
+    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
+    assert driver.names() == [("lock_threads", "copy_thread")]
+    assert driver.steps == [
+        locked(["dst"], Stmt(Q["copy_thread"], {"source": "src", "target": "dst"}))
+    ]
+    assert driver.steps[0].lock_timeout == DEFAULT_LOCK_TIMEOUT
+    assert report == Report(threads=1, checkpoints=3, writes=2, blobs=4)
+
+
+def test_copy_thread_with_overwrite_clears_the_target_after_the_lock() -> None:
+    driver = FakeDriver({"copy_thread": [[(True, 1, 0, 2)]]})
+    report = driver.run(_lifecycle.copy_thread(Q, 1, 2, overwrite=True))
+    assert driver.names() == [("lock_threads", "delete_threads", "copy_thread")]
+    assert driver.steps == [
+        locked(
+            ["2"],
+            Stmt(Q["delete_threads"], {"thread_ids": ["2"], "idle_for": None}),
+            Stmt(Q["copy_thread"], {"source": "1", "target": "2"}),
+        )
+    ]
+    assert report == Report(threads=1, checkpoints=1, writes=0, blobs=2)
+
+
+def test_copy_thread_into_a_used_target_raises() -> None:
+    driver = FakeDriver({"copy_thread": [[(False, 0, 0, 0)]]})
+    with pytest.raises(ThreadNotEmptyError) as info:
+        driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
+    assert info.value.thread_id == "dst"
+    assert len(driver.steps) == 1
+
+
+def test_copy_thread_of_a_missing_source_copies_nothing() -> None:
+    driver = FakeDriver({"copy_thread": [[(True, 0, 0, 0)]]})
+    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
+    assert report == Report()
+
+
+# --------------------------------------------------------------------------- delete_for_runs
+
+
+def _runs_step(ids: list[str]) -> Step:
+    params = {"run_ids": ids}
+    return Step(
+        (Stmt(Q["lock_threads_of_runs"], params), Stmt(Q["delete_for_runs"], params)),
+        DEFAULT_LOCK_TIMEOUT,
+    )
+
+
+def test_delete_for_runs_reports_the_summary_row() -> None:
+    driver = FakeDriver({"delete_for_runs": [[(0, None, None, None, None, 4, 6, 2)]]})
+    report = driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1", "r2"]))
+    assert driver.names() == [("lock_threads_of_runs", "delete_for_runs")]
+    assert driver.steps == [_runs_step(["r1", "r2"])]
+    assert driver.steps[0].transactional
+    assert report == Report(checkpoints=4, writes=6, blobs=2)
+
+
+def test_delete_for_runs_refuses_when_survivors_depend_on_the_runs() -> None:
+    rows: Rows = [
+        (0, None, None, None, None, 0, 0, 0),
+        (1, "t1", "", "c3", "c2", None, None, None),
+        (1, "t2", "sub", "c9", "c8", None, None, None),
+    ]
+    driver = FakeDriver({"delete_for_runs": [rows]})
+    with pytest.raises(DeltaDependencyError) as info:
+        driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1"]))
+    assert info.value.run_ids == ("r1", "r2")
+    assert info.value.dependents == (("t1", "", "c3", "c2"), ("t2", "sub", "c9", "c8"))
+    assert "t1/(root)/c3 needs c2" in str(info.value)
+    assert "t2/sub/c9 needs c8" in str(info.value)
+    assert driver.steps == [_runs_step(["r1", "r2"])]
+
+
+def test_delete_for_runs_finds_the_summary_wherever_it_is() -> None:
+    rows: Rows = [(0, None, None, None, None, 1, 2, 3)]
+    driver = FakeDriver({"delete_for_runs": [rows]})
+    assert driver.run(_lifecycle.delete_for_runs(Q, ("r",))) == Report(
+        checkpoints=1, writes=2, blobs=3
+    )
+
+
+def test_delete_for_no_runs_yields_nothing() -> None:
+    driver = FakeDriver()
+    assert driver.run(_lifecycle.delete_for_runs(Q, [])) == Report()
+    assert driver.steps == []
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def _pages(pages: Mapping[str, list[str]]) -> Callable[[Step, str], Rows]:
+    """threads_after answered by cursor; keep_last batches short and empty, blobs none."""
+
+    def answer(step: Step, name: str) -> Rows:
+        if name == "threads_after":
+            after = step.statements[0].params["after"]  # type: ignore[index]
+            return [(t,) for t in pages[after]]
+        if name == "prune_keep_last_batch":
+            ids = step.statements[1].params["thread_ids"]  # type: ignore[index]
+            return [(ids[:1], 1, 2, 10)]
+        if name == "prune_blobs":
+            return [(1, 5)]
+        raise AssertionError(f"unexpected step {step_names(step)}")
+
+    return answer
+
+
+def _keep_steps(ids: list[str], n: int, batch: int = DEFAULT_BATCH) -> list[Step]:
+    return [
+        locked(
+            ids,
+            Stmt(Q["prune_keep_last_batch"], {"thread_ids": ids, "keep_last": n, "batch": batch}),
+        ),
+        locked(ids, Stmt(Q["prune_blobs"], {"thread_ids": ids})),
+    ]
+
+
+def _after(after: str, limit: int) -> Step:
+    return single("threads_after", {"after": after, "limit": limit})
+
+
+def test_retention_pages_through_threads_after() -> None:
+    driver = FakeDriver(_pages({"": ["a", "b"], "b": ["c"], "c": []}))
+    report = driver.run(_lifecycle.retention(Q, keep_last=2, thread_batch=2))
+    assert driver.names() == [
+        ("threads_after",),
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_blobs"),
+        ("threads_after",),
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_blobs"),
+        ("threads_after",),
+    ]
+    assert driver.steps == [
+        _after("", 2),
+        *_keep_steps(["a", "b"], 2),
+        _after("b", 2),
+        *_keep_steps(["c"], 2),
+        _after("c", 2),
+    ]
+    assert not driver.steps[0].transactional
+    assert report == Report(
+        threads=2, checkpoints=2, writes=4, blobs=2, bytes=30, batches=2, last_thread_id="c"
+    )
+
+
+def test_retention_defaults_and_start_after() -> None:
+    driver = FakeDriver(_pages({"m": []}))
+    report = driver.run(_lifecycle.retention(Q, keep_last=1, start_after="m"))
+    assert driver.steps == [_after("m", DEFAULT_THREAD_BATCH)]
+    assert report == Report(last_thread_id="m")
+
+
+def test_retention_of_an_empty_database() -> None:
+    driver = FakeDriver(_pages({"": []}))
+    report = driver.run(_lifecycle.retention(Q, keep_last=1))
+    assert driver.names() == [("threads_after",)]
+    assert report == Report(last_thread_id=None)
+
+
+def test_retention_of_given_threads_filters_and_pages_them() -> None:
+    driver = FakeDriver(_pages({}))
+    report = driver.run(
+        _lifecycle.retention(
+            Q,
+            keep_last=1,
+            thread_ids=["d", "a", "c", "b", "a"],
+            start_after="a",
+            thread_batch=2,
+            batch=7,
+            lock_timeout=1.5,
+        )
+    )
+    assert "threads_after" not in {n for names in driver.names() for n in names}
+    expected = _keep_steps(["b", "c"], 1, 7) + _keep_steps(["d"], 1, 7)
+    expected = [Step(s.statements, 1.5) for s in expected]
+    assert driver.steps == expected
+    assert report.last_thread_id == "d"
+    assert report.batches == 2
+    assert report.threads == 2  # b and d (the first id of each batch, per the script)
+
+
+def test_retention_of_given_threads_all_before_start_after() -> None:
+    driver = FakeDriver()
+    report = driver.run(
+        _lifecycle.retention(Q, keep_last=1, thread_ids=["a", "b"], start_after="b")
+    )
+    assert driver.steps == []
+    assert report == Report(last_thread_id="b")
+
+
+def test_retention_deletes_idle_threads_and_keeps_last_of_the_rest() -> None:
+    def answer(step: Step, name: str) -> Rows:
+        if name == "threads_after":
+            after = step.statements[0].params["after"]  # type: ignore[index]
+            return {"": [("a",), ("b",), ("c",)], "c": []}[after]
+        return {
+            "idle_threads": [("b",)],
+            "delete_threads": [(1, 5, 2, 3, 100)],
+            "prune_keep_last_batch": [(["c"], 4, 1, 40)],
+            "prune_blobs": [(2, 8)],
+        }[name]
+
+    driver = FakeDriver(answer)
+    report = driver.run(_lifecycle.retention(Q, keep_last=2, idle_for=WEEK, lock_timeout=2.0))
+    assert driver.names() == [
+        ("threads_after",),
+        ("idle_threads",),
+        ("lock_threads", "delete_threads"),
+        ("lock_threads", "prune_keep_last_batch"),
+        ("lock_threads", "prune_blobs"),
+        ("threads_after",),
+    ]
+    rest = ["a", "c"]
+    assert driver.steps == [
+        _after("", DEFAULT_THREAD_BATCH),
+        single("idle_threads", {"thread_ids": ["a", "b", "c"], "idle_for": WEEK}),
+        locked(
+            ["b"],
+            Stmt(Q["delete_threads"], {"thread_ids": ["b"], "idle_for": WEEK}),
+            lock_timeout=2.0,
+        ),
+        *[Step(s.statements, 2.0) for s in _keep_steps(rest, 2)],
+        _after("c", DEFAULT_THREAD_BATCH),
+    ]
+    assert not driver.steps[1].transactional
+    assert report == Report(
+        threads=2,  # b deleted, c pruned
+        checkpoints=9,
+        writes=3,
+        blobs=5,
+        bytes=148,
+        batches=2,
+        last_thread_id="c",
+    )
+
+
+def test_retention_with_no_idle_thread_deletes_nothing() -> None:
+    answers = {
+        "threads_after": [[("a",)], []],
+        "idle_threads": [[]],
+        "prune_keep_last_batch": [[([], 0, 0, 0)]],
+        "prune_blobs": [[(0, 0)]],
+    }
+    driver = FakeDriver(answers)
+    driver.run(_lifecycle.retention(Q, keep_last=1, idle_for=WEEK))
+    driver.assert_consumed()
+    assert ("lock_threads", "delete_threads") not in driver.names()
+    assert driver.steps[2] == _keep_steps(["a"], 1)[0]
+
+
+def test_retention_idle_only_skips_keep_last() -> None:
+    driver = FakeDriver(
+        {
+            "threads_after": [[("a",), ("b",)], []],
+            "idle_threads": [[("a",), ("b",)]],
+            "delete_threads": [[(2, 2, 0, 1, 10)]],
+        }
+    )
+    report = driver.run(_lifecycle.retention(Q, idle_for=WEEK))
+    driver.assert_consumed()
+    assert driver.names() == [
+        ("threads_after",),
+        ("idle_threads",),
+        ("lock_threads", "delete_threads"),
+        ("threads_after",),
+    ]
+    assert report == Report(
+        threads=2, checkpoints=2, blobs=1, bytes=10, batches=1, last_thread_id="b"
+    )
+
+
+def test_retention_dry_run_only_reads() -> None:
+    driver = FakeDriver(
+        {
+            "threads_after": [[("a",), ("b",), ("c",)], []],
+            "idle_threads": [[("b",)]],
+            "threads_size": [[(1, 5, 2, 3, 100)]],
+            "prune_keep_last_plan": [[(1, 4, 1, 2, None)]],
+        }
+    )
+    report = driver.run(_lifecycle.retention(Q, keep_last=3, idle_for=WEEK, dry_run=True))
+    driver.assert_consumed()
+    assert driver.steps == [
+        _after("", DEFAULT_THREAD_BATCH),
+        single("idle_threads", {"thread_ids": ["a", "b", "c"], "idle_for": WEEK}),
+        single("threads_size", {"thread_ids": ["b"], "idle_for": None}),
+        single("prune_keep_last_plan", {"thread_ids": ["a", "c"], "keep_last": 3}),
+        _after("c", DEFAULT_THREAD_BATCH),
+    ]
+    assert not any(s.transactional for s in driver.steps)
+    assert report == Report(
+        threads=2,
+        checkpoints=9,
+        writes=3,
+        blobs=5,
+        bytes=100,
+        dry_run=True,
+        batches=0,
+        last_thread_id="c",
+    )
+
+
+def test_retention_dry_run_without_idle_threads_sizes_nothing() -> None:
+    driver = FakeDriver(
+        {
+            "threads_after": [[("a",)], []],
+            "idle_threads": [[]],
+            "prune_keep_last_plan": [[(0, 0, 0, 0, 0)]],
+        }
+    )
+    report = driver.run(_lifecycle.retention(Q, keep_last=1, idle_for=WEEK, dry_run=True))
+    driver.assert_consumed()
+    assert ("threads_size",) not in driver.names()
+    assert report == Report(dry_run=True, last_thread_id="a")
+
+
+def test_retention_progress_gets_a_copy_once_per_page() -> None:
+    seen: list[Report] = []
+
+    def progress(report: Report) -> None:
+        seen.append(copy.deepcopy(report))
+        report.checkpoints += 1000  # must not leak into the total
+        report.last_thread_id = "zzz"
+
+    driver = FakeDriver(_pages({"": ["a"], "a": ["b"], "b": ["c"], "c": []}))
+    total = driver.run(_lifecycle.retention(Q, keep_last=1, thread_batch=1, progress=progress))
+    assert [r.last_thread_id for r in seen] == ["a", "b", "c"]
+    assert [r.checkpoints for r in seen] == [1, 2, 3]
+    assert [r.batches for r in seen] == [1, 2, 3]
+    assert total.checkpoints == 3
+    assert total.last_thread_id == "c"
+    assert total == Report(
+        threads=3, checkpoints=3, writes=6, blobs=3, bytes=45, batches=3, last_thread_id="c"
+    )
+
+
+def test_retention_progress_is_not_called_without_threads() -> None:
+    seen: list[Report] = []
+    FakeDriver(_pages({"": []})).run(_lifecycle.retention(Q, keep_last=1, progress=seen.append))
+    assert seen == []
+
+
+# --------------------------------------------------------------------------- delta_history
+
+
+def test_delta_history_of_no_channels_runs_nothing() -> None:
+    driver = FakeDriver()
+    assert driver.run(_lifecycle.delta_history(Q, SERDE, cfg(thread_id="t"), [])) == {}
+    assert driver.steps == []
+
+
+def _row(kind: int, channel: str, value: Any, task_id: str | None = None, depth: int = 0) -> Any:
+    type_, blob = SERDE.dumps_typed(value)
+    return (
+        kind,
+        depth,
+        "" if kind == 0 else None,
+        task_id,
+        0 if kind == 0 else None,
+        channel,
+        type_,
+        blob,
+    )
+
+
+def test_delta_history_is_one_hot_path_statement() -> None:
+    rows: Rows = [_row(0, "b", "w1", "task-1", depth=1), _row(1, "b", ["seed"], depth=1)]
+    driver = FakeDriver({"delta_history[thread,ns]": [rows]})
+    config = cfg(thread_id="t", checkpoint_ns="sub")
+    result = driver.run(_lifecycle.delta_history(Q, SERDE, config, ["b", "a", "b"]))
+    assert driver.names() == [("delta_history[thread,ns]",)]
+    (step,) = driver.steps
+    assert step == Step(
+        (
+            Stmt(
+                delta_history_text(("thread", "ns")),
+                {"thread_id": "t", "checkpoint_ns": "sub", "channels": ["b", "a"]},
+                prepare=None,
+            ),
+        )
+    )
+    assert step.statements[0].prepare is None
+    assert not step.transactional
+    assert list(result) == ["b", "a"]
+    assert result == {
+        "b": {"writes": [("task-1", "b", "w1")], "seed": ["seed"]},
+        "a": {"writes": []},
+    }
+
+
+def test_delta_history_of_a_checkpoint_id() -> None:
+    driver = FakeDriver({"delta_history[thread,ns,id]": [[]]})
+    config = cfg(thread_id=7, checkpoint_id="c5")
+    result = driver.run(_lifecycle.delta_history(Q, SERDE, config, ("m",)))
+    assert driver.steps[0].statements[0].params == {
+        "thread_id": "7",
+        "checkpoint_ns": "",
+        "checkpoint_id": "c5",
+        "channels": ["m"],
+    }
+    assert result == {"m": {"writes": []}}
+
+
+def test_assemble_history_seeds_and_writes_in_row_order() -> None:
+    rows: Rows = [
+        _row(0, "a", {"n": 1}, "t-old", depth=3),
+        _row(0, "b", "b-only", "t-b", depth=2),
+        _row(0, "a", {"n": 2}, "t-new", depth=1),
+        _row(0, "a", None, "t-none", depth=0),
+        _row(1, "a", [1, 2], depth=3),
+        _row(1, "c", None, depth=0),  # a stored None is a seed too
+    ]
+    result = _lifecycle.assemble_history(SERDE, ["a", "b", "c", "d"], rows)
+    assert result == {
+        "a": {
+            "writes": [("t-old", "a", {"n": 1}), ("t-new", "a", {"n": 2}), ("t-none", "a", None)],
+            "seed": [1, 2],
+        },
+        "b": {"writes": [("t-b", "b", "b-only")]},
+        "c": {"writes": [], "seed": None},
+        "d": {"writes": []},
+    }
+    assert "seed" not in result["b"]
+    assert "seed" in result["c"]
+
+
+def test_assemble_history_reads_a_null_blob_as_empty_bytes() -> None:
+    # a NULL blob is decoded as b"": an empty bytes value, not None
+    rows: Rows = [
+        (0, 0, "", "task", 0, "a", "bytes", None),
+        (1, 0, None, None, None, "a", "bytes", None),
+        (1, 0, None, None, None, "n", "null", None),
+    ]
+    result = _lifecycle.assemble_history(SERDE, ["a", "n"], rows)
+    assert result == {
+        "a": {"writes": [("task", "a", b"")], "seed": b""},
+        "n": {"writes": [], "seed": None},
+    }
+    assert result["a"]["seed"] is not None
+
+
+def test_delta_history_channel_names_are_checked_as_channel_names() -> None:
+    driver = FakeDriver()
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with pytest.raises(InvalidInputError, match="channel name"):
+        driver.run(_lifecycle.delta_history(Q, SERDE, config, ["a", None]))  # type: ignore[list-item]
+    assert driver.steps == []
