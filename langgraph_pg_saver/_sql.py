@@ -32,6 +32,8 @@ ROW_SLOTS = {
     "blob_rows": ("_blob_arrays", "_blob_values", "_blob_row"),
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
+#: every slot a statement may have
+SLOTS = frozenset({"where", *ROW_SLOTS})
 
 
 def sql_dir() -> Path:
@@ -133,6 +135,9 @@ class Queries:
             if name.startswith("_"):
                 continue
             text = self._expand(text, raw, (name,))
+            unknown = set(_PLACEHOLDER_RE.findall(text)) - SLOTS
+            if unknown:
+                raise ValueError(f"queries.sql: {name} has unknown slots {sorted(unknown)}")
             if _PLACEHOLDER_RE.search(text):
                 self._templates[name] = text
             else:
@@ -225,7 +230,12 @@ class Queries:
         return set(self._rendered) | set(self._templates)
 
     def migration(self, mig: Migration) -> bytes:
-        return mig.text.replace("{schema}", self.schema_sql).encode()
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) != "schema":
+                raise KeyError(f"migration {mig.version}: unknown placeholder {m.group(0)}")
+            return self.schema_sql
+
+        return _PLACEHOLDER_RE.sub(sub, mig.text).encode()
 
 
 @functools.cache

@@ -71,6 +71,7 @@ def _bridged(name: str) -> Any:
 
     method = functools.wraps(sync_method)(method)
     method.__qualname__ = f"AsyncPostgresSaver.{name}"
+    method.__module__ = __name__
     return method
 
 

@@ -410,6 +410,9 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
 -- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
 -- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent.
+-- The target is chosen by {where} with get_tuple's predicates, hidden from the planner like list()'s:
+-- for a LIMIT 1 on the primary key that changes no plan, and its few microseconds are nothing here
+-- (get_tuple, where they are a share of the call, compares plainly).
 WITH RECURSIVE target AS (
     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c

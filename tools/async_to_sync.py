@@ -14,7 +14,8 @@ exist only in the sync module; that is most of what this tool needs beyond renam
 
 The rules, applied to the source:
 
-* ``async def`` / ``async with`` / ``async for`` lose ``async``; ``await`` is dropped;
+* ``async def`` / ``async with`` / ``async for`` lose ``async``; ``await`` is dropped: in code, and in
+  strings and comments only inside literal spans (````async with saver````), so prose keeps its words;
 * names in ``RENAMES`` (and a target's own renames) are replaced, as whole words, in code, strings
   and comments (so docstrings and error messages name the sync classes and methods);
 * lines between ``# [async-only]`` and ``# [/async-only]`` are dropped;
@@ -43,7 +44,6 @@ RENAMES: dict[str, str] = {
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncCursor": "Cursor",
     "AsyncIterator": "Iterator",
-    "AsyncGenerator": "Generator",
     "asynccontextmanager": "contextmanager",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
@@ -124,40 +124,37 @@ def _blocks(text: str, source: str) -> str:
     return "".join(out)
 
 
-def _text_rules(renames: dict[str, str]) -> list[tuple[re.Pattern[str], str]]:
-    rules = [
-        (re.compile(r"\bawait\s+"), ""),
-        (re.compile(r"\basync\s+(?=(?:def|with|for)\b)"), ""),
-    ]
-    if renames:
-        names = sorted(renames, key=len, reverse=True)
-        pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
-        rules.append((pattern, "\0"))  # marker: replaced through the map below
-    return rules
+_KEYWORDS_IN_TEXT = re.compile(r"\bawait\s+|\basync\s+(?=(?:def|with|for)\b)")
+_LITERAL_SPAN = re.compile(r"``.+?``", re.DOTALL)
 
 
-def _apply_text(
-    text: str, rules: list[tuple[re.Pattern[str], str]], renames: dict[str, str]
-) -> str:
-    for pattern, repl in rules:
-        if repl == "\0":
-            text = pattern.sub(lambda m: renames[m.group(1)], text)
-        else:
-            text = pattern.sub(repl, text)
+def _apply_text(text: str, names: re.Pattern[str] | None, renames: dict[str, str]) -> str:
+    """The rules for the text of a string or a comment: keywords inside ````literal```` spans only,
+    names everywhere."""
+    text = _LITERAL_SPAN.sub(lambda m: _KEYWORDS_IN_TEXT.sub("", m.group(0)), text)
+    if names is not None:
+        text = names.sub(lambda m: renames[m.group(1)], text)
     return text
 
 
 def _tokens(text: str, renames: dict[str, str]) -> str:
     """Token-level rules: keywords, names, and the text of strings and comments."""
-    lines = text.splitlines(keepends=True)
+    # line starts as tokenize counts lines (only "\n" ends one; str.splitlines would also split on
+    # form feeds and other separators inside strings and comments)
     starts = [0]
-    for line in lines:
+    for line in io.StringIO(text).readlines():
         starts.append(starts[-1] + len(line))
 
     def offset(pos: tuple[int, int]) -> int:
         return starts[pos[0] - 1] + pos[1]
 
-    rules = _text_rules(renames)
+    names = (
+        re.compile(
+            r"\b(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True)) + r")\b"
+        )
+        if renames
+        else None
+    )
     textual = {tokenize.STRING, tokenize.COMMENT}
     fstring_middle = getattr(tokenize, "FSTRING_MIDDLE", None)
     if fstring_middle is not None:
@@ -175,7 +172,7 @@ def _tokens(text: str, renames: dict[str, str]) -> str:
             elif tok.string in renames:
                 edits.append((offset(tok.start), offset(tok.end), renames[tok.string]))
         elif tok.type in textual:
-            new = _apply_text(tok.string, rules, renames)
+            new = _apply_text(tok.string, names, renames)
             if new != tok.string:
                 edits.append((offset(tok.start), offset(tok.end), new))
     for start, end, new in reversed(edits):

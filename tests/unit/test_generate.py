@@ -82,3 +82,15 @@ def test_blocks() -> None:
 def test_bad_blocks_are_refused(src: str, message: str) -> None:
     with pytest.raises(TOOL.GenerateError, match=message):
         TOOL._blocks(src, "x.py")
+
+
+def test_prose_keeps_its_words_and_form_feeds_shift_nothing() -> None:
+    src = '"""we await the pool; use ``async with pool`` and ``await x()``"""\n'
+    assert (
+        TOOL._tokens(src, TOOL.RENAMES)
+        == '"""we await the pool; use ``with pool`` and ``x()``"""\n'
+    )
+    src = "x = 1  # a\x0cb\nasync def f(c: AsyncConnection) -> None:\n    await c.close()\n"
+    assert TOOL._tokens(src, TOOL.RENAMES) == (
+        "x = 1  # a\x0cb\ndef f(c: Connection) -> None:\n    c.close()\n"
+    )

@@ -134,3 +134,25 @@ def test_newer_migrations_are_refused_unless_all_additive() -> None:
     # an older known migration still missing is applied even next to newer additive ones
     missing = {v: a for v, a in known.items() if v != head} | {head + 1: True}
     assert [m.version for m in _migrate.pending("s", missing)] == [head]
+
+
+def test_unknown_slots_and_placeholders_are_refused_when_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = dict(_sql.raw_queries())
+    monkeypatch.setattr(_sql, "raw_queries", lambda: {**raw, "typo": "SELECT {wher}"})
+    with pytest.raises(ValueError, match=r"typo has unknown slots \['wher'\]"):
+        _sql.Queries("public")
+    mig = _sql.Migration(99, "x", "CREATE TABLE {schema}.t (a int); -- {oops}")
+    with pytest.raises(KeyError, match="oops"):
+        _sql.queries_for("public").migration(mig)
+
+
+def test_slots_must_be_given_exactly() -> None:
+    q = _sql.Queries("public")
+    with pytest.raises(KeyError, match="slots"):
+        q.render("put", blob_rows=1, where=())
+    with pytest.raises(KeyError, match="slots"):
+        q["put"]
+    with pytest.raises(ValueError, match="count of rows"):
+        q.render("put", blob_rows=-1)
