@@ -49,5 +49,5 @@ db-down:
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
 
-bench: install  ## side by side with the official saver on a fresh cluster (fsync on); ARGS="--rounds 7 --quick"
-	$(PY) benchmarks/bench.py $(ARGS)
+bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"
+	$(PY) -m benchmarks.bench $(ARGS)

@@ -1,0 +1,194 @@
+"""Medians and ratios, the Markdown tables, the results files, and comparing two of them.
+
+    python -m benchmarks.report benchmarks/results/latest.json            # its tables again
+    python -m benchmarks.report benchmarks/results/before.json benchmarks/results/after.json
+
+Each row: the median over rounds of each round's median latency (or the block's throughput), the
+min-max over rounds, and the speedup official / ours of the medians (ours / official for
+throughput: above 1 means we are faster), next to the floor's median and ``best``, the speedup a
+saver costing no more than the floor would show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from .floors import NOTE as FLOORS_NOTE
+
+
+def summarize(bench: Any, configs: list[Any]) -> dict[str, Any]:
+    """{config name: {"title", "description", "workloads": [row, ...]}} from a Bench's samples."""
+    names = bench.names()
+    out: dict[str, Any] = {}
+    for cfg in configs:
+        rows = []
+        for row, by_party in bench.samples.get(cfg.name, {}).items():
+            higher = bench.higher_is_better[row]
+            med = {p: statistics.median(v) for p, v in by_party.items()}
+            entry: dict[str, Any] = {
+                "id": row,
+                "name": names.get(row, row),
+                "unit": bench.units[row],
+            }
+            for party in ("ours", "official"):
+                entry[f"{party}_median"] = med[party]
+                entry[f"{party}_min"] = min(by_party[party])
+                entry[f"{party}_max"] = max(by_party[party])
+            entry["speedup"] = (
+                med["ours"] / med["official"] if higher else med["official"] / med["ours"]
+            )
+            entry["rounds"] = len(by_party["ours"])
+            if "floor" in med:
+                floor = med["floor"]
+                entry["floor"] = floor
+                entry["floor_min"] = min(by_party["floor"])
+                entry["floor_max"] = max(by_party["floor"])
+                entry["best_possible_speedup"] = (
+                    floor / med["official"] if higher else med["official"] / floor
+                )
+            rows.append(entry)
+        out[cfg.name] = {"title": cfg.title, "description": cfg.description, "workloads": rows}
+    return out
+
+
+def _num(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def _range(row: dict[str, Any], party: str) -> str:
+    med, lo, hi = row[f"{party}_median"], row[f"{party}_min"], row[f"{party}_max"]
+    if row.get("rounds", 1) == 1:
+        return _num(med)
+    return f"{_num(med)} ({_num(lo)}–{_num(hi)})"
+
+
+def _rounds(results: dict[str, Any]) -> str:
+    n = results.get("rounds", 0)
+    return f"{n} round{'' if n == 1 else 's'}{', quick' if results.get('quick') else ''}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown: one table per configuration, then round trips and storage."""
+    lines = [
+        f"## Results: {results.get('label', '')}",
+        "",
+        f"{_rounds(results)};"
+        f" server {results.get('server', {}).get('server_version', '?')}"
+        f" (fsync {results.get('server', {}).get('fsync', '?')});"
+        f" ours: {results.get('package', {}).get('describe', '?')};"
+        f" official: langgraph-checkpoint-postgres {results.get('versions', {}).get('langgraph-checkpoint-postgres', '?')}."
+        " Medians over rounds (min–max over rounds); speedup: official / ours (throughput: ours /"
+        " official), above 1 means ours is faster; best: the speedup a saver costing no more than"
+        " the floor would show.",
+    ]
+    for section in results.get("configs", {}).values():
+        lines += [
+            "",
+            f"### {section['title']}",
+            "",
+            section["description"],
+            "",
+            "| workload | ours | official | speedup | floor | best |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in section["workloads"]:
+            floor = (
+                (_num(row["floor"]), f"{row['best_possible_speedup']:.2f}x")
+                if "floor" in row
+                else ("", "")
+            )
+            lines.append(
+                f"| {row['name']} [{row['unit']}] | {_range(row, 'ours')} |"
+                f" {_range(row, 'official')} | {row['speedup']:.2f}x | {floor[0]} | {floor[1]} |"
+            )
+    lines += ["", FLOORS_NOTE]
+    trips = results.get("round_trips")
+    if trips:
+        lines += [
+            "",
+            "Round trips per operation (ours / official): "
+            + ", ".join(f"{op} {by['ours']} / {by['official']}" for op, by in trips.items())
+            + ".",
+        ]
+    storage = results.get("storage") or {}
+    totals = storage.get("total", {})
+    if totals:
+        lines += ["", "| storage per 1,000 checkpoints | bytes |", "|---|---:|"]
+        for impl, tables in storage.get("tables", {}).items():
+            for table, size in tables.items():
+                lines.append(f"| {impl}: {table} | {size:,.0f} |")
+        for impl, size in totals.items():
+            lines.append(f"| **{impl}: all tables** | **{size:,.0f}** |")
+        if "ours" in totals and "official" in totals:
+            lines.append(f"| ours / official | {totals['ours'] / totals['official']:.2f}x |")
+    return "\n".join(lines)
+
+
+def write(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Two results files side by side: ours in each, and each run's speedup over the official saver
+    (measured in the same run, so it moves less with the machine than ours' latency does)."""
+    la, lb = a.get("label", "A"), b.get("label", "B")
+    lines = [
+        f"## {la} → {lb}",
+        "",
+        f"{la}: {a.get('package', {}).get('describe', '?')}, {_rounds(a)};"
+        f" {lb}: {b.get('package', {}).get('describe', '?')}, {_rounds(b)}."
+        f" ours {lb}/{la}: below 1 means {lb} is faster (throughput: above 1).",
+    ]
+    for name, section in b.get("configs", {}).items():
+        old = {r["id"]: r for r in a.get("configs", {}).get(name, {}).get("workloads", [])}
+        lines += [
+            "",
+            f"### {section['title']}",
+            "",
+            f"| workload | ours {la} | ours {lb} | {lb}/{la} | speedup {la} | speedup {lb} |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in section["workloads"]:
+            prev = old.get(row["id"])
+            if prev is None:
+                lines.append(
+                    f"| {row['name']} [{row['unit']}] | | {_num(row['ours_median'])} | |"
+                    f" | {row['speedup']:.2f}x |"
+                )
+                continue
+            lines.append(
+                f"| {row['name']} [{row['unit']}] | {_num(prev['ours_median'])} |"
+                f" {_num(row['ours_median'])} | {row['ours_median'] / prev['ours_median']:.2f} |"
+                f" {prev['speedup']:.2f}x | {row['speedup']:.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("files", nargs="+", type=Path, help="one results file, or two to compare")
+    args = parser.parse_args(argv)
+    loaded = [json.loads(p.read_text()) for p in args.files]
+    if len(loaded) == 1:
+        print(markdown(loaded[0]))
+    elif len(loaded) == 2:
+        print(compare(*loaded))
+    else:
+        parser.error("give one results file, or two to compare")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
