@@ -167,79 +167,59 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    _check_sources()
-    args = parse_args(argv)
-
+def _run(
+    args: argparse.Namespace, dsn: str, package: dict[str, Any], started: float
+) -> dict[str, Any]:
     import psycopg
 
     from . import report
     from .configs import CONFIGS
     from .workloads import FULL, QUICK, STALE_SCHEMA, Bench
 
-    package = package_info()
-    print(f"measuring langgraph_pg_saver {package['describe']}", flush=True)
-    started = time.perf_counter()
-    server = None
-    dsn = os.environ.get("LANGGRAPH_PG_BENCH_DSN")
-    if not dsn:
-        from tests.pgserver import from_local_binaries  # stdlib and psycopg only
-
-        server = from_local_binaries(settings="-c max_connections=200")  # fsync on
-        if server is None:
-            sys.exit("no Postgres server binaries found; set LANGGRAPH_PG_BENCH_DSN")
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bench")
-        dsn = server.dsn_for("bench")
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            settings = dict(
-                conn.execute(
-                    "SELECT name, setting FROM pg_settings WHERE name IN "
-                    "('fsync', 'synchronous_commit', 'server_version', 'shared_buffers')"
-                ).fetchall()
-            )
-        print(f"server: {settings}", flush=True)
-        bench = Bench(dsn, QUICK if args.quick else FULL, args.workloads)
-        configs = args.config
-        with ExitStack() as stack:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('fsync', 'synchronous_commit', 'server_version', 'shared_buffers')"
+            ).fetchall()
+        )
+    print(f"server: {settings}", flush=True)
+    bench = Bench(dsn, QUICK if args.quick else FULL, args.workloads)
+    configs = args.config
+    with ExitStack() as stack:
+        with ExitStack() as build:
+            builders = CONFIGS["same-pool"].sync_savers(dsn, build)
+            for saver in builders.values():
+                saver.setup()  # type: ignore[attr-defined]
+            print("building fixtures...", flush=True)
+            bench.build_fixtures(builders)
+        stale: dict[str, Any] = {}
+        if "stale" in args.workloads:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {STALE_SCHEMA} CASCADE")
+                conn.execute(f"CREATE SCHEMA {STALE_SCHEMA}")
             with ExitStack() as build:
-                builders = CONFIGS["same-pool"].sync_savers(dsn, build)
+                builders = CONFIGS["same-pool"].sync_savers(dsn, build, STALE_SCHEMA)
                 for saver in builders.values():
                     saver.setup()  # type: ignore[attr-defined]
-                print("building fixtures...", flush=True)
-                bench.build_fixtures(builders)
-            stale: dict[str, Any] = {}
-            if "stale" in args.workloads:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA IF EXISTS {STALE_SCHEMA} CASCADE")
-                    conn.execute(f"CREATE SCHEMA {STALE_SCHEMA}")
-                with ExitStack() as build:
-                    builders = CONFIGS["same-pool"].sync_savers(dsn, build, STALE_SCHEMA)
-                    for saver in builders.values():
-                        saver.setup()  # type: ignore[attr-defined]
-                    bench.build_stale(builders)
-                stale = {c.name: c.sync_savers(dsn, stack, STALE_SCHEMA) for c in configs}
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("ANALYZE")  # every run starts from the same statistics
-            savers = {c.name: c.sync_savers(dsn, stack) for c in configs}
-            print(f"fixtures ready after {time.perf_counter() - started:.0f}s", flush=True)
-            for r in range(args.rounds):
-                k = r % len(configs)
-                for cfg in configs[k:] + configs[:k]:
-                    bench.run_round(cfg, savers[cfg.name], stale.get(cfg.name), r)
-                print(
-                    f"round {r + 1}/{args.rounds} done after {time.perf_counter() - started:.0f}s",
-                    flush=True,
-                )
-        summary = report.summarize(bench, configs)
-        trips = bench.round_trips()
-        storage = bench.storage()
-    finally:
-        if server is not None:
-            server.stop()
-
-    results = {
+                bench.build_stale(builders)
+            stale = {c.name: c.sync_savers(dsn, stack, STALE_SCHEMA) for c in configs}
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")  # every run starts from the same statistics
+        savers = {c.name: c.sync_savers(dsn, stack) for c in configs}
+        print(f"fixtures ready after {time.perf_counter() - started:.0f}s", flush=True)
+        for r in range(args.rounds):
+            k = r % len(configs)
+            for cfg in configs[k:] + configs[:k]:
+                bench.run_round(cfg, savers[cfg.name], stale.get(cfg.name), r)
+            print(
+                f"round {r + 1}/{args.rounds} done after {time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
+    summary = report.summarize(bench, configs)
+    trips = bench.round_trips()
+    storage = bench.storage()
+    return {
         "label": args.label,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - started),
@@ -255,6 +235,20 @@ def main(argv: list[str] | None = None) -> int:
         "round_trips": trips,
         "storage": storage,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    _check_sources()
+    args = parse_args(argv)
+
+    from . import report
+    from .server import bench_database
+
+    package = package_info()
+    print(f"measuring langgraph_pg_saver {package['describe']}", flush=True)
+    started = time.perf_counter()
+    with bench_database("bench", settings="-c max_connections=200") as dsn:
+        results = _run(args, dsn, package, started)
     print()
     print(report.markdown(results))
     report.write(results, args.out)
