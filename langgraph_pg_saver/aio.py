@@ -84,9 +84,9 @@ class AsyncPostgresSaver(SaverBase):
 
     Args:
         conn: a ``psycopg_pool.AsyncConnectionPool`` (recommended: every call checks out its own
-            connection, so concurrent calls run concurrently) or a single ``psycopg.AsyncConnection``
-            (calls are then serialized on it). Either may be configured any way: autocommit or not,
-            any row factory.
+            connection, so calls from several threads or tasks run concurrently) or a single
+            ``psycopg.AsyncConnection`` (calls are then serialized on it). Either may be configured
+            any way: autocommit or not, any row factory.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused, because every
             operation is already a single statement.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).

@@ -34,9 +34,9 @@ class PostgresSaver(SaverBase):
 
     Args:
         conn: a ``psycopg_pool.ConnectionPool`` (recommended: every call checks out its own
-            connection, so concurrent calls run concurrently) or a single ``psycopg.Connection``
-            (calls are then serialized on it). Either may be configured any way: autocommit or not,
-            any row factory.
+            connection, so calls from several threads or tasks run concurrently) or a single
+            ``psycopg.Connection`` (calls are then serialized on it). Either may be configured
+            any way: autocommit or not, any row factory.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused, because every
             operation is already a single statement.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
