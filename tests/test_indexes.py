@@ -132,7 +132,7 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
 def test_reads_stay_on_indexes_when_statistics_are_stale(db_dsn: str, plan_mode: str) -> None:
     """Tables never analyzed (autovacuum off), of the size where the planner once preferred to hash
     the whole writes table for list(None, filter): get_tuple and list must look values and writes
-    up by key, and stay under jit_above_cost (JIT compiling costs ~35 ms)."""
+    up by key, and stay under jit_above_cost (JIT compiling costs more than the statement)."""
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         q = saver._q
     with psycopg.connect(db_dsn, autocommit=True) as conn:
