@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -46,10 +47,22 @@ class Keys(NamedTuple):
 
 
 def _text(value: object, what: str) -> str:
-    """A key as Postgres text: str() of it, valid UTF-8 without NUL characters (text cannot hold them)."""
+    """A key as Postgres text: valid UTF-8 without NUL characters (text cannot hold them).
+
+    A str as it is; an int (``thread_id=1``, common in LangGraph code) or a UUID as its str(), so
+    ``1`` and ``"1"`` name the same thread, as in the official saver. Anything else (a bool, a float,
+    bytes, a list, an object) would be stored as its repr and is refused instead.
+    """
     if type(value) is str and value.isascii() and "\x00" not in value:
         return value  # the common case, on every hot call: two C-level scans
-    text = value if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (int, uuid.UUID)) and not isinstance(value, bool):
+        text = str(value)
+    else:
+        raise InvalidInputError(
+            f"{what} must be a str (or an int or UUID), not {type(value).__name__}: {value!r}"
+        )
     if "\x00" in text:
         raise InvalidInputError(
             f"{what} contains a NUL character (\\x00), which Postgres text cannot store: {text!r}"
@@ -78,9 +91,26 @@ def version_key(version: object) -> str:
     return _text(version, "channel version")
 
 
+def _configurable(config: object, what: str) -> Mapping[str, Any]:
+    """``config["configurable"]``, or {}; a clear error for something that is not a config."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidInputError(
+            f"{what} must be a RunnableConfig dict such as {{'configurable': {{'thread_id': ...}}}}, "
+            f"not {type(config).__name__}: {config!r}"
+        )
+    configurable = config.get("configurable") or {}
+    if not isinstance(configurable, Mapping):
+        raise InvalidInputError(
+            f"{what}['configurable'] must be a dict, not {type(configurable).__name__}"
+        )
+    return configurable
+
+
 def config_keys(config: RunnableConfig | None, *, what: str = "config") -> Keys:
     """thread_id, checkpoint_ns and checkpoint_id of ``config``; a clear error if thread_id is missing."""
-    configurable = (config or {}).get("configurable") or {}
+    configurable = _configurable(config, what)
     thread_id = configurable.get("thread_id")
     if thread_id is None:
         raise InvalidInputError(
@@ -300,7 +330,12 @@ def put_params(
     params["checkpoint_ns"] = keys.checkpoint_ns
     params["checkpoint_id"] = checkpoint_id
     params["parent_checkpoint_id"] = keys.checkpoint_id
-    params["run_id"] = None if run_id is None else _text(run_id, "metadata run_id")
+    # the column delete_for_runs selects by; the metadata keeps the value as given, whatever it is
+    params["run_id"] = (
+        _text(run_id, "metadata run_id")
+        if isinstance(run_id, (str, int, uuid.UUID)) and not isinstance(run_id, bool)
+        else None
+    )
     params["type"] = body_type
     params["checkpoint"] = bytes(body_bytes)
     params["channel_versions"] = versions_json
@@ -414,7 +449,7 @@ def list_select(
     """WHERE fragments and parameters for ``list``: everything is pushed into SQL."""
     predicates: list[str] = []
     params: Params = {"limit": None}
-    configurable = (config or {}).get("configurable") or {}
+    configurable = _configurable(config, "config")
     if configurable.get("thread_id") is not None:
         keys = config_keys(config)
         predicates.append("thread")
@@ -426,7 +461,7 @@ def list_select(
             predicates.append("id")
             params["checkpoint_id"] = keys.checkpoint_id
     if before is not None:
-        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+        before_id = _configurable(before, "before").get("checkpoint_id")
         if before_id is not None:
             predicates.append("before")
             params["before"] = _text(before_id, "before checkpoint_id")
