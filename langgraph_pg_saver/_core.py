@@ -281,7 +281,8 @@ def put_params(
     """
     keys = config_keys(config)
     checkpoint_id = _text(checkpoint["id"], "checkpoint id")
-    values = checkpoint["channel_values"]
+    # a checkpoint without channel values (or versions) stores none, and reads back with {}
+    values = checkpoint.get("channel_values") or {}
     params: Params = {}
     rows = len(new_versions)
     if 0 < rows <= min(values_max, VALUES_MAX_ROWS):
@@ -316,7 +317,7 @@ def put_params(
         params["blob_values"] = blobs
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
     body_type, body_bytes = serde.dumps_typed(body)
-    all_versions = checkpoint["channel_versions"]
+    all_versions = checkpoint.get("channel_versions") or {}
     # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
     # anything else is checked name by name, for a clear error
     versions_json, lossy = encode_json(all_versions, check_keys=False)
@@ -616,6 +617,60 @@ def _tuple(
             }
         }
     return CheckpointTuple(config, checkpoint, metadata, parent, pending)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- checkpoints before format 4
+
+#: the channel LangGraph keeps Send packets in (``langgraph.checkpoint.serde.types.TASKS``)
+TASKS = "__pregel_tasks"
+
+
+def pending_sends_params(tuples: Sequence[CheckpointTuple]) -> Params | None:
+    """The ``pending_sends`` parameters for the checkpoints of format < 4 among ``tuples`` that have
+    a parent (their Send packets are the parent's __pregel_tasks writes), or None if there are none."""
+    parents = {
+        (c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
+        for t in tuples
+        if t.parent_config is not None and checkpoint_format(t.checkpoint) < 4
+        for c in (t.parent_config["configurable"],)
+    }
+    if not parents:
+        return None
+    ordered = sorted(parents)
+    return {
+        "thread_ids": [p[0] for p in ordered],
+        "checkpoint_nss": [p[1] for p in ordered],
+        "checkpoint_ids": [p[2] for p in ordered],
+    }
+
+
+def checkpoint_format(checkpoint: Checkpoint) -> int:
+    """The checkpoint's format version ``v`` (4, the current one, when it has none usable)."""
+    v = checkpoint.get("v")
+    return v if isinstance(v, int) and not isinstance(v, bool) else 4
+
+
+def migrate_pending_sends(
+    serde: SerializerProtocol, tuples: Sequence[CheckpointTuple], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Give each checkpoint of format < 4 its parent's __pregel_tasks writes (rows of
+    ``pending_sends``) as the value of that channel, with the newest of its versions, as the official
+    saver reads such checkpoints. Changes the tuples' checkpoints in place."""
+    sends: dict[tuple[str, str, str], list[Any]] = {}
+    for thread_id, ns, checkpoint_id, type_, blob in rows:
+        sends.setdefault((thread_id, ns, checkpoint_id), []).append(
+            serde.loads_typed((type_, blob or b""))
+        )
+    for t in tuples:
+        if t.parent_config is None or checkpoint_format(t.checkpoint) >= 4:
+            continue
+        c = t.parent_config["configurable"]
+        found = sends.get((c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"]))
+        if found is None:
+            continue
+        versions = t.checkpoint["channel_versions"]
+        t.checkpoint["channel_values"][TASKS] = list(found)
+        versions[TASKS] = max(versions.values()) if versions else next_version(None)
 
 
 # --------------------------------------------------------------------------- versions

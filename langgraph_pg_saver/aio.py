@@ -215,7 +215,10 @@ class AsyncPostgresSaver(SaverBase):
         sel = _core.get_tuple_select(config)
         query = self._q.get_tuple(sel.predicates)
         rows = await self._driver.fetch_all(query, sel.params, size_column=_core.GET_TUPLE_BYTES)
-        return _core.get_tuple_rows_to_tuple(self.serde, rows)
+        tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
+        if tup is not None:
+            await self._migrate_pending_sends((tup,))
+        return tup
 
     async def alist(
         self,
@@ -231,7 +234,17 @@ class AsyncPostgresSaver(SaverBase):
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         for tup in _core.read_rows_to_tuples(self.serde, rows):
+            if tup.parent_config is not None and _core.checkpoint_format(tup.checkpoint) < 4:
+                await self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
             yield tup
+
+    async def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
+        """Checkpoints of format < 4 read their Send packets from their parent's writes (one more
+        statement, only when such a checkpoint was read)."""
+        params = _core.pending_sends_params(tuples)
+        if params is not None:
+            rows = await self._driver.fetch_all(self._q["pending_sends"], params)
+            _core.migrate_pending_sends(self.serde, tuples, rows)
 
     async def aput(
         self,

@@ -95,7 +95,8 @@ class DeltaDependencyError(PgSaverError):
 
 
 class ParentCheckpointMissingError(PgSaverError):
-    """put() named a parent checkpoint that no longer exists (deleted or pruned meanwhile)."""
+    """put() named a parent checkpoint that was deleted or pruned meanwhile, or one that is not
+    stored while channel values the new checkpoint keeps unchanged are not stored either."""
 
     def __init__(self, thread_id: str, checkpoint_ns: str, parent_id: str) -> None:
         self.thread_id = thread_id
@@ -103,5 +104,6 @@ class ParentCheckpointMissingError(PgSaverError):
         self.parent_id = parent_id
         super().__init__(
             f"put: parent checkpoint {parent_id!r} of thread {thread_id!r} (namespace {checkpoint_ns!r}) "
-            "does not exist (was the thread deleted or pruned meanwhile?); nothing was written"
+            "does not exist, and was deleted while this put waited or took with it channel values this "
+            "checkpoint keeps unchanged (was the thread deleted or pruned meanwhile?); nothing was written"
         )

@@ -45,10 +45,16 @@ RETURNING 1
 
 -- name: _put_checked
 -- The head of put's WITH list (the statement continues with ", name AS (...)"). Defines the CTEs
--- guard (the thread's shared advisory lock) and allowed: one row if the parent still exists (or
--- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id.
--- A parent deleted by a concurrent prune or delete makes put insert nothing (the saver then raises)
--- instead of leaving a checkpoint whose unchanged channel values are gone.
+-- guard (the thread's shared advisory lock) and allowed: one row if the put may go in. Expects the
+-- parameters thread_id, checkpoint_ns, parent_checkpoint_id, channel_versions, and the slot
+-- {blob_rows} (the changed channels).
+--
+-- What must never happen: a checkpoint whose unchanged channel values are gone, removed with its
+-- parent by a concurrent prune or delete. So a put goes in when it has no parent, when its parent is
+-- there, or, when the parent is not stored at all (never was: tests, tools and imports put such
+-- checkpoints; or was deleted before this put began), when every unchanged channel's version is
+-- still stored. A parent deleted while this put waited for the lock makes it insert nothing (the
+-- saver raises ParentCheckpointMissingError).
 --
 -- The statement's snapshot is older than its wait for the lock, so a prune that committed during
 -- that wait is invisible to it. "seen" reads the parent after the lock (the one-time filter on
@@ -57,9 +63,11 @@ RETURNING 1
 -- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
 -- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
 -- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put. delete_thread takes no lock: one that starts after this read deletes
--- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
--- for the lock, then deleted the parent anyway; README, Limits).
+-- record per put. Without a parent row, "kept" locks the unchanged channels' blobs FOR KEY SHARE
+-- (which skips a row deleted since the snapshot, and holds off a deleter until this commits) and
+-- counts them against "needed"; neither runs when an earlier condition of allowed holds.
+-- delete_thread takes no lock: one that starts after this read deletes the parent and leaves this
+-- checkpoint, as it did when the parent was always locked (README, Limits).
 WITH guard AS (
     SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
 ), seen AS (
@@ -73,11 +81,23 @@ WITH guard AS (
       AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
       AND p.checkpoint_id = %(parent_checkpoint_id)s
     FOR KEY SHARE OF p
+), needed AS (
+    SELECT e.key, e.value FROM jsonb_each_text(%(channel_versions)s::jsonb) AS e
+    WHERE NOT EXISTS (SELECT 1 FROM seen)
+      AND e.key NOT IN (SELECT b.channel FROM {blob_rows})
+), kept AS (
+    SELECT 1 FROM needed AS n
+    JOIN {schema}.pgsaver_blobs AS bl
+      ON bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(checkpoint_ns)s
+     AND bl.channel = n.key AND bl.version = n.value
+    FOR KEY SHARE OF bl
 ), allowed AS (
     SELECT 1 AS ok FROM guard
     WHERE %(parent_checkpoint_id)s::text IS NULL
        OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
        OR EXISTS (SELECT 1 FROM locked)
+       OR NOT EXISTS (SELECT 1 FROM seen)
+          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept)
 )
 
 -- name: _put_blobs
@@ -363,6 +383,19 @@ c.checkpoint_id < (SELECT %(before)s::text)
 
 -- name: _w_filter
 c.metadata @> %(filter)s::jsonb
+
+-- name: pending_sends
+-- For checkpoints of format 4 and older (LangGraph then kept Send packets as writes of its parent):
+-- the __pregel_tasks writes of the given parent checkpoints, in writes_sort_key order. Run only
+-- when such a checkpoint was read.
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.type, w.blob
+FROM unnest(%(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
+    AS p (thread_id, checkpoint_ns, checkpoint_id)
+JOIN {schema}.pgsaver_writes AS w
+  ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+ AND w.checkpoint_id = p.checkpoint_id
+WHERE w.channel = '__pregel_tasks'
+ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_path, w.task_id, w.idx
 
 -- name: delete_thread
 WITH deleted_blobs AS (

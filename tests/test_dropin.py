@@ -114,3 +114,164 @@ def test_writes_for_a_checkpoint_not_stored_yet_are_kept(saver: PostgresSaver) -
     tup = saver.get_tuple(config("w"))
     assert tup is not None
     assert sorted(tup.pending_writes or []) == [("task", "__interrupt__", "stop"), ("task", "a", 5)]
+
+
+# ---------------------------------------------------------------- a parent that was never stored
+
+
+def _rows(dsn: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _missing_parent(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": "nope"}}
+
+
+def test_put_with_a_parent_never_stored_is_stored(saver: PostgresSaver, db_dsn: str) -> None:
+    stored = saver.put(_missing_parent("p"), checkpoint({"a": 1}), {"step": 1}, {"a": 1})
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"a": 1}
+    assert tup.parent_config is not None
+    assert tup.parent_config["configurable"]["checkpoint_id"] == "nope"
+    # unchanged channels whose values are stored (here by another checkpoint of the thread): stored
+    # too, and those values were locked while the put ran (a deleter waits for it)
+    cp = checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1})
+    child = saver.put(
+        {"configurable": {"thread_id": "p", "checkpoint_ns": "", "checkpoint_id": "gone"}},
+        cp,
+        {},
+        {"b": 1},
+    )
+    got = saver.get_tuple(child)
+    assert got is not None
+    assert got.checkpoint["channel_values"] == {"a": 1, "b": 2}
+    assert _rows(
+        db_dsn,
+        "SELECT xmax::text <> '0' FROM pgsaver_blobs WHERE thread_id = 'p' AND channel = 'a'",
+    ) == [(True,)]
+
+
+def test_put_with_a_parent_never_stored_and_unchanged_values_missing_is_refused(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    from langgraph_pg_saver import ParentCheckpointMissingError
+
+    cp = checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1})
+    with pytest.raises(ParentCheckpointMissingError, match="nothing was written"):
+        saver.put(_missing_parent("q"), cp, {}, {"b": 1})
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
+
+
+def test_the_usual_put_locks_no_value(saver: PostgresSaver, db_dsn: str) -> None:
+    """The check of unchanged values runs only without a parent row: the hot path reads no blob."""
+    first = saver.put(config("h"), checkpoint({"a": 1, "b": 1}), {}, {"a": 1, "b": 1})
+    saver.put(first, checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 2}), {}, {"b": 2})
+    assert _rows(db_dsn, "SELECT DISTINCT xmax::text FROM pgsaver_blobs") == [("0",)]
+
+
+async def test_async_put_with_a_parent_never_stored(asaver: AsyncPostgresSaver) -> None:
+    from langgraph_pg_saver import ParentCheckpointMissingError
+
+    stored = await asaver.aput(_missing_parent("ap"), checkpoint({"a": 1}), {}, {"a": 1})
+    tup = await asaver.aget_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"a": 1}
+    with pytest.raises(ParentCheckpointMissingError):
+        await asaver.aput(
+            _missing_parent("aq"), checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1}), {}, {"b": 1}
+        )
+
+
+# ---------------------------------------------------------------- checkpoints before format 4
+
+TASKS = "__pregel_tasks"
+
+
+def _old_format_thread(saver: Any, thread: str, v: int) -> tuple[Any, Any]:
+    """A parent with Send packets in its __pregel_tasks writes, and a child of format ``v``."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = empty_checkpoint()
+    parent["channel_values"] = {"a": "x"}
+    parent["channel_versions"] = {"a": "00000000000000000000000000000001.0.1"}
+    p = saver.put(
+        {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+        parent,
+        {"step": 0},
+        parent["channel_versions"],
+    )
+    saver.put_writes(p, [(TASKS, {"send": 2}), ("a", "y"), (TASKS, {"send": 3})], "task-b", "~b")
+    saver.put_writes(p, [(TASKS, {"send": 1})], "task-a", "~a")
+    child = empty_checkpoint()
+    child["v"] = v
+    child["channel_values"] = {"a": "y"}
+    child["channel_versions"] = {"a": "00000000000000000000000000000002.0.5"}
+    c = saver.put(p, child, {"step": 1}, child["channel_versions"])
+    return p, c
+
+
+def test_old_format_checkpoints_read_their_sends_as_the_official_saver_does(db_dsn: str) -> None:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+    from psycopg.rows import dict_row
+
+    with (
+        psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn,
+        PostgresSaver.from_conn_string(db_dsn) as ours,
+    ):
+        official = OfficialSaver(conn)
+        official.setup()
+        for v in (1, 2, 3, 4):
+            got = {}
+            for name, saver in (("ours", ours), ("official", official)):
+                _, child = _old_format_thread(saver, f"old-{v}", v)
+                tup = saver.get_tuple(child)
+                listed = list(saver.list(config(f"old-{v}")))
+                assert tup is not None
+                got[name] = (
+                    tup.checkpoint["channel_values"],
+                    tup.checkpoint["channel_versions"],
+                    [
+                        (t.checkpoint["channel_values"], t.checkpoint["channel_versions"])
+                        for t in listed
+                    ],
+                )
+            assert got["ours"] == got["official"], v
+            values, versions, _ = got["ours"]
+            if v < 4:
+                # the parent's Send packets, in task path order, with the newest version
+                assert values[TASKS] == [{"send": 1}, {"send": 2}, {"send": 3}]
+                assert versions[TASKS] == "00000000000000000000000000000002.0.5"
+            else:
+                assert TASKS not in values
+
+
+async def test_async_old_format_checkpoint(asaver: AsyncPostgresSaver) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    parent = empty_checkpoint()
+    p = await asaver.aput(config("ao"), parent, {}, {})
+    await asaver.aput_writes(p, [(TASKS, "packet")], "t")
+    child = empty_checkpoint()  # format 2, as empty_checkpoint() still writes
+    c = await asaver.aput(p, child, {}, {})
+    tup = await asaver.aget_tuple(c)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {TASKS: ["packet"]}
+    assert TASKS in tup.checkpoint["channel_versions"]
+    listed = [t async for t in asaver.alist(config("ao"))]
+    assert listed[0].checkpoint["channel_values"] == {TASKS: ["packet"]}
+    assert listed[1].checkpoint["channel_values"] == {}  # the parent has no parent
+
+
+def test_a_checkpoint_without_channel_values_reads_as_empty(saver: PostgresSaver) -> None:
+    cp: Any = checkpoint()
+    del cp["channel_values"]
+    stored = saver.put(config("nv"), cp, {}, {})
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {}

@@ -397,12 +397,13 @@ def test_two_prunes_and_a_writer_at_once(db_dsn: str) -> None:
 
 
 def test_put_on_a_deleted_parent_fails_loudly(saver: PostgresSaver, db_dsn: str) -> None:
+    """The parent went with its values: a child that keeps one of them unchanged is refused."""
     from langgraph_pg_saver import ParentCheckpointMissingError
 
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
     saver.delete_thread("t")
     with pytest.raises(ParentCheckpointMissingError, match="nothing was written"):
-        saver.put(first, checkpoint({"a": 2}), {}, {"a": 2})
+        saver.put(first, checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1}), {}, {"b": 1})
     assert rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
     assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
 
