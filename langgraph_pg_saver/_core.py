@@ -227,10 +227,23 @@ def encode_json(obj: Any, *, check_keys: bool = True) -> tuple[str, bool]:
     return text, False
 
 
-def pack_typed(serde: SerializerProtocol, obj: Any) -> bytes:
+def dump(serde: SerializerProtocol, obj: Any, what: str, name: object = None) -> tuple[str, bytes]:
+    """``serde.dumps_typed(obj)``; a failure (a lambda, an open file, a lock in the state) becomes an
+    InvalidInputError that names what could not be serialized: ``what`` and ``name`` (a channel)."""
+    try:
+        type_, data = serde.dumps_typed(obj)
+    except Exception as exc:
+        label = what if name is None else f"{what} {name!r}"
+        raise InvalidInputError(
+            f"{label} could not be serialized ({type(exc).__name__}: {exc}); nothing was written"
+        ) from exc
+    return type_, bytes(data)
+
+
+def pack_typed(serde: SerializerProtocol, obj: Any, what: str = "metadata") -> bytes:
     """One bytea holding a serde (type, bytes) pair: ``type`` + newline + bytes."""
-    type_, data = serde.dumps_typed(obj)
-    return type_.encode() + b"\n" + bytes(data)
+    type_, data = dump(serde, obj, what)
+    return type_.encode() + b"\n" + data
 
 
 def unpack_typed(serde: SerializerProtocol, packed: bytes) -> Any:
@@ -290,8 +303,7 @@ def put_params(
             params[c] = _text(channel, "channel name")
             params[v] = version_key(version)
             if channel in values:
-                params[t], data = serde.dumps_typed(values[channel])
-                params[b] = bytes(data)
+                params[t], params[b] = dump(serde, values[channel], "the value of channel", channel)
             else:
                 params[t] = EMPTY
                 params[b] = NULL_BYTEA  # typed: see NullBytea
@@ -305,9 +317,9 @@ def put_params(
             channels.append(_text(channel, "channel name"))
             versions.append(version_key(version))
             if channel in values:
-                type_, data = serde.dumps_typed(values[channel])
+                type_, data = dump(serde, values[channel], "the value of channel", channel)
                 types.append(type_)
-                blobs.append(bytes(data))
+                blobs.append(data)
             else:
                 types.append(EMPTY)
                 blobs.append(None)
@@ -316,7 +328,7 @@ def put_params(
         params["blob_types"] = types
         params["blob_values"] = blobs
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
-    body_type, body_bytes = serde.dumps_typed(body)
+    body_type, body_bytes = dump(serde, body, "the checkpoint (apart from its channel values)")
     all_versions = checkpoint.get("channel_versions") or {}
     # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
     # anything else is checked name by name, for a clear error
@@ -401,15 +413,14 @@ def put_writes_params(
     ):
         for (c, t, b), (channel, value) in zip(_WRITE_KEYS, rows.values(), strict=False):
             params[c] = channel
-            params[t], data = serde.dumps_typed(value)
-            params[b] = bytes(data)
+            params[t], params[b] = dump(serde, value, "the write to channel", channel)
         return Batch(params, len(rows))
     idxs: list[int] = []
     channels: list[str] = []
     types: list[str] = []
     blobs: list[bytes | None] = []
     for idx, (channel, value) in rows.items():
-        type_, data = serde.dumps_typed(value)
+        type_, data = dump(serde, value, "the write to channel", channel)
         idxs.append(idx)
         channels.append(channel)
         types.append(type_)

@@ -275,3 +275,63 @@ def test_a_checkpoint_without_channel_values_reads_as_empty(saver: PostgresSaver
     tup = saver.get_tuple(stored)
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {}
+
+
+# ---------------------------------------------------------------- values the serializer refuses
+
+
+def _unserializable() -> list[Any]:
+    import threading
+
+    return [lambda: 1, open(__file__), threading.Lock()]  # the file is closed by the test
+
+
+def test_a_value_that_cannot_be_serialized_is_named_and_nothing_is_stored(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    for bad in _unserializable():
+        try:
+            cp = checkpoint({"fine": 1, "broken": bad})
+            with pytest.raises(
+                InvalidInputError, match="the value of channel 'broken' could not be serialized"
+            ):
+                saver.put(config("s"), cp, {}, {"fine": 1, "broken": 1})
+            with pytest.raises(InvalidInputError, match="metadata could not be serialized"):
+                saver.put(config("s"), checkpoint({"fine": 1}), {"obj": bad}, {"fine": 1})  # type: ignore[dict-item]
+            assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
+            assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
+            stored = saver.put(config("s"), checkpoint({"fine": 1}), {}, {"fine": 1})
+            for writes in ([("ok", 1), ("bad", bad)], [("ok", 1), ("__interrupt__", bad)]):
+                with pytest.raises(InvalidInputError, match=r"the write to channel '.+' could not"):
+                    saver.put_writes(stored, writes, "task")
+            assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_writes") == [(0,)]
+            saver.delete_thread("s")
+        finally:
+            if hasattr(bad, "close"):
+                bad.close()
+
+
+def test_a_graph_whose_state_cannot_be_serialized_names_the_channel(saver: PostgresSaver) -> None:
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict, total=False):
+        text: str
+        handler: Any
+
+    def node(state: State) -> State:
+        return {"text": "x", "handler": lambda: 1}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    graph = builder.compile(checkpointer=saver)
+    with pytest.raises(InvalidInputError, match="channel 'handler' could not be serialized"):
+        graph.invoke({"text": "in"}, config("g"))
+
+
+async def test_async_a_value_that_cannot_be_serialized(asaver: AsyncPostgresSaver) -> None:
+    with pytest.raises(InvalidInputError, match="channel 'broken'"):
+        await asaver.aput(config("as"), checkpoint({"broken": lambda: 1}), {}, {"broken": 1})
+    assert await asaver.aget_tuple(config("as")) is None
