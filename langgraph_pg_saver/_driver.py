@@ -80,6 +80,13 @@ def needs_autocommit_switch(autocommit: bool, status: pq.TransactionStatus) -> b
     return not autocommit and status == IDLE
 
 
+def in_pipeline(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    """Whether the caller entered ``conn.pipeline()``: results then arrive only when fetched or
+    synced, so the driver wraps each operation in a nested pipeline block (synced at its end, so an
+    operation's errors are raised by that operation) and always fetches rows explicitly."""
+    return conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+
+
 def can_restore(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
     """Whether autocommit can be switched back: not on a closed or broken connection (the pool
     discards it), and a failed restore must never replace the exception already on its way."""

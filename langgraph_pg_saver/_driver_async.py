@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection, AsyncCursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
@@ -39,13 +40,14 @@ from ._driver import (
     State,
     can_restore,
     closed_error,
+    in_pipeline,
     kept_cursor,
     needs_autocommit_switch,
     params_nbytes,
     rows_nbytes,
 )
 from ._sql import Queries
-from .errors import SaverClosedError
+from .errors import PgSaverError, SaverClosedError
 
 # isort: off
 # [async-only]
@@ -173,6 +175,11 @@ class AsyncDriver:
     @asynccontextmanager
     async def cursor_on(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncCursor[TupleRow]]:
         """:meth:`cursor` on a connection already checked out."""
+        if in_pipeline(conn):
+            # the caller's pipeline: a nested block, synced when the operation ends
+            async with conn.pipeline(), conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                yield cur
+            return
         switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
         if switched:
             await conn.set_autocommit(True)
@@ -279,7 +286,7 @@ class AsyncDriver:
             if not step.transactional:
                 stmt = step.statements[0]
                 await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return await cur.fetchall() if cur.description else []
+                return await _rows(cur)
             own = cur.connection.info.transaction_status == IDLE
             async with cur.connection.transaction():
                 # a transaction-local setting; never set inside a transaction of the caller's
@@ -290,7 +297,7 @@ class AsyncDriver:
                     )
                 for stmt in step.statements:
                     await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return await cur.fetchall() if cur.description else []
+                return await _rows(cur)
 
     # ------------------------------------------------------------------ migrations
 
@@ -305,6 +312,12 @@ class AsyncDriver:
             if check:
                 _migrate.check(q.schema, applied)
             conn = cur.connection
+            if in_pipeline(conn):
+                raise PgSaverError(
+                    "setup() cannot apply migrations on a connection in pipeline mode (their DDL "
+                    "runs as several statements at once): call setup() before entering "
+                    "conn.pipeline(), or on another connection"
+                )
             async with conn.transaction():
                 key = {"key": _migrate.lock_key(q.schema)}
                 await cur.execute(q["migrations_lock"], key, prepare=False)
@@ -341,6 +354,19 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, boo
     except _MISSING_SCHEMA:
         return None
     return _migrate.applied_from_rows(rows)
+
+
+async def _rows(cur: AsyncCursor[TupleRow]) -> list[Row]:
+    """All rows of the last statement, [] for one without rows. In pipeline mode the result has not
+    arrived when execute returns (description is None): fetchall fetches it first."""
+    if cur.description is None and not in_pipeline(cur.connection):
+        return []
+    try:
+        return await cur.fetchall()
+    except psycopg.ProgrammingError:
+        if cur.description is None:  # fetched now: a statement without rows
+            return []
+        raise
 
 
 async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from psycopg import Connection, Cursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
@@ -26,13 +27,14 @@ from ._driver import (
     State,
     can_restore,
     closed_error,
+    in_pipeline,
     kept_cursor,
     needs_autocommit_switch,
     params_nbytes,
     rows_nbytes,
 )
 from ._sql import Queries
-from .errors import SaverClosedError
+from .errors import PgSaverError, SaverClosedError
 
 # isort: off
 import threading
@@ -138,6 +140,11 @@ class Driver:
     @contextmanager
     def cursor_on(self, conn: Connection[Any]) -> Iterator[Cursor[TupleRow]]:
         """:meth:`cursor` on a connection already checked out."""
+        if in_pipeline(conn):
+            # the caller's pipeline: a nested block, synced when the operation ends
+            with conn.pipeline(), conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                yield cur
+            return
         switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
         if switched:
             conn.set_autocommit(True)
@@ -238,7 +245,7 @@ class Driver:
             if not step.transactional:
                 stmt = step.statements[0]
                 cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return cur.fetchall() if cur.description else []
+                return _rows(cur)
             own = cur.connection.info.transaction_status == IDLE
             with cur.connection.transaction():
                 # a transaction-local setting; never set inside a transaction of the caller's
@@ -249,7 +256,7 @@ class Driver:
                     )
                 for stmt in step.statements:
                     cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return cur.fetchall() if cur.description else []
+                return _rows(cur)
 
     # ------------------------------------------------------------------ migrations
 
@@ -264,6 +271,12 @@ class Driver:
             if check:
                 _migrate.check(q.schema, applied)
             conn = cur.connection
+            if in_pipeline(conn):
+                raise PgSaverError(
+                    "setup() cannot apply migrations on a connection in pipeline mode (their DDL "
+                    "runs as several statements at once): call setup() before entering "
+                    "conn.pipeline(), or on another connection"
+                )
             with conn.transaction():
                 key = {"key": _migrate.lock_key(q.schema)}
                 cur.execute(q["migrations_lock"], key, prepare=False)
@@ -300,6 +313,19 @@ def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
     except _MISSING_SCHEMA:
         return None
     return _migrate.applied_from_rows(rows)
+
+
+def _rows(cur: Cursor[TupleRow]) -> list[Row]:
+    """All rows of the last statement, [] for one without rows. In pipeline mode the result has not
+    arrived when execute returns (description is None): fetchall fetches it first."""
+    if cur.description is None and not in_pipeline(cur.connection):
+        return []
+    try:
+        return cur.fetchall()
+    except psycopg.ProgrammingError:
+        if cur.description is None:  # fetched now: a statement without rows
+            return []
+        raise
 
 
 def _fetch(cur: Cursor[TupleRow], returns: int) -> Any:

@@ -87,8 +87,9 @@ class AsyncPostgresSaver(SaverBase):
             connection, so calls from several threads or tasks run concurrently) or a single
             ``psycopg.AsyncConnection`` (calls are then serialized on it). Either may be configured
             any way: autocommit or not, any row factory.
-        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused, because every
-            operation is already a single statement.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``. A connection in
+            pipeline mode works with or without it: each operation runs in a nested pipeline block,
+            synced when it ends, and returns what it would without a pipeline.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
     """

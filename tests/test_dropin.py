@@ -335,3 +335,103 @@ async def test_async_a_value_that_cannot_be_serialized(asaver: AsyncPostgresSave
     with pytest.raises(InvalidInputError, match="channel 'broken'"):
         await asaver.aput(config("as"), checkpoint({"broken": lambda: 1}), {}, {"broken": 1})
     assert await asaver.aget_tuple(config("as")) is None
+
+
+# ---------------------------------------------------------------- connections in pipeline mode
+
+
+def _pipeline_conn(dsn: str) -> Any:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    # as users of the official saver configure it
+    return psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+
+
+def _exercise(saver: Any) -> list[Any]:
+    """Every operation, returning what it read."""
+    from graphs import delta_chat
+
+    out: list[Any] = []
+    graph = delta_chat().compile(checkpointer=saver)
+    cfg = config("chat")
+    graph.invoke({"messages": ["hi"]}, cfg)
+    graph.invoke({"messages": ["again"]}, cfg)
+    out.append(graph.get_state(cfg).values)
+    out.append(len(list(graph.get_state_history(cfg))))
+    first = saver.put(config("t"), checkpoint({"a": 1}), {"source": "input", "k": "v"}, {"a": 1})
+    saver.put_writes(first, [("a", 2), ("__interrupt__", "why")], "task")
+    second = saver.put(first, checkpoint({"a": 3}, {"a": 2}), {"k": "w"}, {"a": 2})
+    tup = saver.get_tuple(first)
+    out.append((tup.checkpoint["channel_values"], sorted(tup.pending_writes)))
+    out.append(saver.get_tuple(config("t")).config == second)
+    out.append([t.metadata.get("k") for t in saver.list(config("t"))])
+    out.append([t.metadata.get("k") for t in saver.list(None, filter={"k": "v"}, limit=5)])
+    latest = saver.get_tuple(cfg)
+    history = saver.get_delta_channel_history(config=latest.config, channels=["messages"])
+    # task ids are random: compare what was written
+    out.append({c: ([w[1:] for w in h["writes"]], h.get("seed")) for c, h in history.items()})
+    saver.copy_thread("t", "t-copy")
+    with pytest.raises(Exception, match="already has checkpoints"):
+        saver.copy_thread("t", "t-copy")
+    out.append(len(list(saver.list(config("t-copy")))))
+    saver.prune(["t-copy"])
+    out.append(len(list(saver.list(config("t-copy")))))
+    out.append(saver.retention(keep_last=1, dry_run=True).as_dict()["checkpoints"])
+    saver.delete_thread("t")
+    out.append(saver.get_tuple(config("t")))
+    saver.setup()  # current: the fast path reads, and changes nothing
+    return out
+
+
+def test_a_pipeline_connection_returns_what_a_plain_one_does(
+    db_dsn: str, empty_db_dsn: str
+) -> None:
+    with _pipeline_conn(db_dsn) as conn:
+        plain = _exercise(PostgresSaver(conn))
+        conn.execute("TRUNCATE pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes")
+        with conn.pipeline() as pipe:
+            piped = _exercise(PostgresSaver(conn, pipe=pipe))
+    assert piped == plain
+    assert plain[0]["messages"] == ["hi", "reply 1", "again", "reply 2"]
+    # migrations cannot run in pipeline mode: a clear error at that call, nothing half-done
+    with (
+        _pipeline_conn(empty_db_dsn) as conn,
+        conn.pipeline() as pipe,
+        pytest.raises(Exception, match="pipeline mode"),
+    ):
+        PostgresSaver(conn, pipe=pipe).setup()
+    with _pipeline_conn(empty_db_dsn) as conn:
+        PostgresSaver(conn).setup()
+
+
+async def test_async_a_pipeline_connection(db_dsn: str) -> None:
+    import psycopg
+    from graphs import delta_chat
+    from psycopg.rows import dict_row
+
+    async with (
+        await psycopg.AsyncConnection.connect(
+            db_dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn,
+        conn.pipeline() as pipe,
+    ):
+        saver = AsyncPostgresSaver(conn, pipe=pipe)
+        graph = delta_chat().compile(checkpointer=saver)
+        cfg = config("achat")
+        await graph.ainvoke({"messages": ["hi"]}, cfg)
+        await graph.ainvoke({"messages": ["again"]}, cfg)
+        state = await graph.aget_state(cfg)
+        assert state.values["messages"] == ["hi", "reply 1", "again", "reply 2"]
+        latest = await saver.aget_tuple(cfg)
+        assert latest is not None
+        history = await saver.aget_delta_channel_history(
+            config=latest.config, channels=["messages"]
+        )
+        assert [w[2] for w in history["messages"]["writes"]]
+        await saver.acopy_thread("achat", "achat-2")
+        assert len([t async for t in saver.alist(config("achat-2"))]) == len(
+            [t async for t in saver.alist(cfg)]
+        )
+        await saver.adelete_thread("achat-2")
+        assert await saver.aget_tuple(config("achat-2")) is None
