@@ -240,6 +240,36 @@ def dump(serde: SerializerProtocol, obj: Any, what: str, name: object = None) ->
     return type_, bytes(data)
 
 
+def find_surrogate(obj: Any, path: str) -> str | None:
+    """Where in ``obj`` (through dicts, lists and tuples, keys included) a string holds a lone
+    surrogate, as ``path['key'][0]``, or None."""
+    if isinstance(obj, str):
+        return None if _encodable(obj) else path
+    if isinstance(obj, Mapping):
+        for key, value in obj.items():
+            if isinstance(key, str) and not _encodable(key):
+                return f"{path}: the key {key.encode('utf-8', 'backslashreplace').decode()!r}"
+            found = find_surrogate(value, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            found = find_surrogate(value, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def pack_typed(serde: SerializerProtocol, obj: Any, what: str = "metadata") -> bytes:
     """One bytea holding a serde (type, bytes) pair: ``type`` + newline + bytes."""
     type_, data = dump(serde, obj, what)
@@ -338,6 +368,14 @@ def put_params(
             _text(channel, "channel name")
     merged = merge_metadata(config, metadata)
     metadata_json, lossy = encode_json(merged)
+    if lossy:
+        where = find_surrogate(merged, "metadata")
+        if where is not None:
+            # neither jsonb nor the serializer keeps it (it would come back as "?"): refuse
+            raise InvalidInputError(
+                f"{where} contains a lone surrogate character (such as '\\ud800'), which cannot be "
+                "stored as given; nothing was written"
+            )
     run_id = merged.get("run_id")
     params["thread_id"] = keys.thread_id
     params["checkpoint_ns"] = keys.checkpoint_ns

@@ -435,3 +435,30 @@ async def test_async_a_pipeline_connection(db_dsn: str) -> None:
         )
         await saver.adelete_thread("achat-2")
         assert await saver.aget_tuple(config("achat-2")) is None
+
+
+# ---------------------------------------------------------------- lone surrogates
+
+
+def test_lone_surrogates_in_metadata_or_in_a_state_key_are_refused_naming_where(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    for metadata, where in (
+        ({"note": "bad \ud800"}, r"metadata\['note'\]"),
+        ({"nested": {"list": ["ok", "x\udfff"]}}, r"metadata\['nested'\]\['list'\]\[1\]"),
+        ({"k\ud800": 1}, r"metadata: the key 'k\\\\ud800'"),
+    ):
+        with pytest.raises(InvalidInputError, match=where + " contains a lone surrogate"):
+            saver.put(config("u"), checkpoint({"a": 1}), metadata, {"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="the value of channel 'state' could not be"):
+        saver.put(config("u"), checkpoint({"state": {"k\ud800": 1}}), {}, {"state": 1})
+    with pytest.raises(InvalidInputError, match="not valid Unicode"):
+        saver.put(config("u\ud800"), checkpoint({"a": 1}), {}, {"a": 1})
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
+    # other non-ASCII text is kept exactly
+    stored = saver.put(config("u"), checkpoint({"a": "é 🙂"}), {"note": "ü 𝄞"}, {"a": 1})
+    tup = saver.get_tuple(stored)
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"a": "é 🙂"}
+    assert tup.metadata["note"] == "ü 𝄞"
