@@ -95,8 +95,9 @@ class DeltaDependencyError(PgSaverError):
 
 
 class ParentCheckpointMissingError(PgSaverError):
-    """put() named a parent checkpoint that was deleted or pruned meanwhile, or one that is not
-    stored while channel values the new checkpoint keeps unchanged are not stored either."""
+    """put() named a parent checkpoint that is not stored (never was, or was deleted or pruned),
+    and the new checkpoint's state is not whole without it: a channel it keeps unchanged has no
+    stored value, or one of its channels is a DeltaChannel version to rebuild from ancestors."""
 
     def __init__(self, thread_id: str, checkpoint_ns: str, parent_id: str) -> None:
         self.thread_id = thread_id
@@ -104,6 +105,7 @@ class ParentCheckpointMissingError(PgSaverError):
         self.parent_id = parent_id
         super().__init__(
             f"put: parent checkpoint {parent_id!r} of thread {thread_id!r} (namespace {checkpoint_ns!r}) "
-            "does not exist, and was deleted while this put waited or took with it channel values this "
-            "checkpoint keeps unchanged (was the thread deleted or pruned meanwhile?); nothing was written"
+            "does not exist, and this checkpoint's state is not whole without it (a channel value it keeps "
+            "unchanged is gone, or a DeltaChannel must be rebuilt from its ancestors: was the thread "
+            "deleted or pruned meanwhile?); nothing was written"
         )

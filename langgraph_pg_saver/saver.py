@@ -188,10 +188,13 @@ class PostgresSaver(SaverBase):
         put = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
         insert, upsert = self._put_sql(put)
         if self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
-            p = put.params
-            raise ParentCheckpointMissingError(
-                p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
-            )
+            # the parent is not stored: a second statement, on this rare path only
+            orphan = self._q.render("put_orphan", blob_rows=put.rows)
+            if self._driver.fetch_one(orphan, put.params) is None:
+                p = put.params
+                raise ParentCheckpointMissingError(
+                    p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
+                )
         return _core.put_result(put.params)
 
     def put_writes(

@@ -22,14 +22,7 @@
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
 {_put_row}
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-    run_id = EXCLUDED.run_id,
-    type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint,
-    channel_versions = EXCLUDED.channel_versions,
-    metadata = EXCLUDED.metadata,
-    metadata_exact = EXCLUDED.metadata_exact
+{_put_row_upsert}
 RETURNING 1
 
 -- name: put_new
@@ -43,18 +36,54 @@ RETURNING 1
 {_put_row}
 RETURNING 1
 
+-- name: put_orphan
+-- put's second try, when put inserted nothing: its parent is not stored (never was: tests, tools and
+-- imports put such checkpoints; or was deleted by a prune or delete, before or during the put). The
+-- checkpoint goes in only if its state is whole without any ancestor: every channel it keeps
+-- unchanged still has its stored value, none of them and none of its new ones a version without a
+-- value (a DeltaChannel between snapshots, rebuilt from ancestors' writes). Those values are locked
+-- FOR KEY SHARE (which skips a row deleted since the snapshot and holds off a deleter until this
+-- commits). A parent that is there after all (stored meanwhile) is locked and used as by put.
+-- Only this rare path pays the second statement; put itself stays as lean as it was.
+WITH guard AS (
+    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
+), parent AS (
+    SELECT 1 FROM {schema}.pgsaver_checkpoints AS p
+    WHERE (SELECT count(*) FROM guard) = 1
+      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = %(parent_checkpoint_id)s
+    FOR KEY SHARE OF p
+), needed AS (
+    SELECT e.key, e.value FROM jsonb_each_text(%(channel_versions)s::jsonb) AS e
+    WHERE (SELECT count(*) FROM guard) = 1
+      AND e.key NOT IN (SELECT b.channel FROM {blob_rows})
+), kept AS (
+    SELECT 1 FROM needed AS n
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.pgsaver_blobs AS bl
+        WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(checkpoint_ns)s
+          AND bl.channel = n.key AND bl.version = n.value AND bl.type <> 'empty'
+        FOR KEY SHARE OF bl
+    ) AS x
+), allowed AS (
+    SELECT 1 AS ok FROM guard
+    WHERE EXISTS (SELECT 1 FROM parent)
+       OR NOT EXISTS (SELECT 1 FROM {blob_rows} WHERE b.type = 'empty')
+          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept)
+), new_blobs AS (
+    {_put_blobs}
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+)
+{_put_row}
+{_put_row_upsert}
+RETURNING 1
+
 -- name: _put_checked
 -- The head of put's WITH list (the statement continues with ", name AS (...)"). Defines the CTEs
--- guard (the thread's shared advisory lock) and allowed: one row if the put may go in. Expects the
--- parameters thread_id, checkpoint_ns, parent_checkpoint_id, channel_versions, and the slot
--- {blob_rows} (the changed channels).
---
--- What must never happen: a checkpoint whose unchanged channel values are gone, removed with its
--- parent by a concurrent prune or delete. So a put goes in when it has no parent, when its parent is
--- there, or, when the parent is not stored at all (never was: tests, tools and imports put such
--- checkpoints; or was deleted before this put began), when every unchanged channel's version is
--- still stored. A parent deleted while this put waited for the lock makes it insert nothing (the
--- saver raises ParentCheckpointMissingError).
+-- guard (the thread's shared advisory lock) and allowed: one row if the parent still exists (or
+-- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id.
+-- A parent that is not there makes put insert nothing; the saver then tries put_orphan, which stores
+-- the checkpoint only if its state is whole without its ancestors (or raises).
 --
 -- The statement's snapshot is older than its wait for the lock, so a prune that committed during
 -- that wait is invisible to it. "seen" reads the parent after the lock (the one-time filter on
@@ -63,11 +92,9 @@ RETURNING 1
 -- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
 -- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
 -- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put. Without a parent row, "kept" locks the unchanged channels' blobs FOR KEY SHARE
--- (which skips a row deleted since the snapshot, and holds off a deleter until this commits) and
--- counts them against "needed"; neither runs when an earlier condition of allowed holds.
--- delete_thread takes no lock: one that starts after this read deletes the parent and leaves this
--- checkpoint, as it did when the parent was always locked (README, Limits).
+-- record per put. delete_thread takes no lock: one that starts after this read deletes
+-- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
+-- for the lock, then deleted the parent anyway; README, Limits).
 WITH guard AS (
     SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
 ), seen AS (
@@ -81,23 +108,11 @@ WITH guard AS (
       AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
       AND p.checkpoint_id = %(parent_checkpoint_id)s
     FOR KEY SHARE OF p
-), needed AS (
-    SELECT e.key, e.value FROM jsonb_each_text(%(channel_versions)s::jsonb) AS e
-    WHERE NOT EXISTS (SELECT 1 FROM seen)
-      AND e.key NOT IN (SELECT b.channel FROM {blob_rows})
-), kept AS (
-    SELECT 1 FROM needed AS n
-    JOIN {schema}.pgsaver_blobs AS bl
-      ON bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(checkpoint_ns)s
-     AND bl.channel = n.key AND bl.version = n.value
-    FOR KEY SHARE OF bl
 ), allowed AS (
     SELECT 1 AS ok FROM guard
     WHERE %(parent_checkpoint_id)s::text IS NULL
        OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
        OR EXISTS (SELECT 1 FROM locked)
-       OR NOT EXISTS (SELECT 1 FROM seen)
-          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept)
 )
 
 -- name: _put_blobs
@@ -118,6 +133,17 @@ unnest(%(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::tex
 
 -- name: _blob_row
 (%(bc{i})s::text, %(bv{i})s::text, %(bt{i})s::text, %(bb{i})b::bytea)
+
+-- name: _put_row_upsert
+-- A checkpoint stored again (a retried put) takes the new row.
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+    run_id = EXCLUDED.run_id,
+    type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint,
+    channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata,
+    metadata_exact = EXCLUDED.metadata_exact
 
 -- name: _put_row
 -- Expects the CTE allowed (_put_checked).

@@ -462,3 +462,21 @@ def test_lone_surrogates_in_metadata_or_in_a_state_key_are_refused_naming_where(
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"a": "é 🙂"}
     assert tup.metadata["note"] == "ü 𝄞"
+
+
+def test_a_parent_never_stored_cannot_stand_in_for_deltachannel_ancestry(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """A channel version without a stored value (a DeltaChannel between snapshots) is rebuilt from
+    the ancestors' writes: without the parent, the state would silently come back incomplete."""
+    from langgraph_pg_saver import ParentCheckpointMissingError
+
+    # a new version without a value
+    cp = checkpoint({}, {"messages": 1})
+    with pytest.raises(ParentCheckpointMissingError):
+        saver.put(_missing_parent("d"), cp, {}, {"messages": 1})
+    # an unchanged version whose stored row is the no-value marker
+    saver.put(config("d"), checkpoint({}, {"messages": 1}), {}, {"messages": 1})
+    with pytest.raises(ParentCheckpointMissingError):
+        saver.put(_missing_parent("d"), checkpoint({"x": 1}, {"messages": 1, "x": 1}), {}, {"x": 1})
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(1,)]

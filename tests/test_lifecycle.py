@@ -419,8 +419,8 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
     saver: PostgresSaver, db_dsn: str, outcome: str
 ) -> None:
     """A put that started while a deleter held the thread's lock must see the delete once the lock
-    is free, though its own snapshot predates that commit: nothing written when the parent is gone,
-    a normal put when the delete was rolled back."""
+    is free, though its own snapshot predates that commit: nothing written when the parent went with
+    a value the child keeps, a normal put when the delete was rolled back."""
     from langgraph_pg_saver import ParentCheckpointMissingError
     from langgraph_pg_saver._sql import raw_queries
 
@@ -430,7 +430,9 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
 
     def put_child() -> None:
         try:
-            result.append(saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2}))
+            # keeps "a" unchanged: the value the delete removes with the parent
+            child = checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1})
+            result.append(saver.put(first, child, {}, {"b": 1}))
         except Exception as exc:
             result.append(exc)
 
@@ -459,7 +461,7 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
         assert not isinstance(result[0], Exception), result[0]
         child = saver.get_tuple(result[0])
         assert child is not None
-        assert child.checkpoint["channel_values"] == {"a": 2}
+        assert child.checkpoint["channel_values"] == {"a": 1, "b": 2}
         assert child.parent_config is not None
         assert (
             child.parent_config["configurable"]["checkpoint_id"]
