@@ -173,7 +173,7 @@ def assemble_history(
 
 
 def _counts(row: tuple[Any, ...], *, dry_run: bool = False) -> Report:
-    threads, checkpoints, writes, blobs, size = row
+    threads, checkpoints, writes, blobs, size = row[:5]
     return Report(
         threads=int(threads),
         checkpoints=int(checkpoints),
@@ -357,6 +357,9 @@ def retention(
                 done = _counts(rows[0])
                 done.batches = 1
                 total.add(done)
+                # a thread written between the idle check and the locks was not deleted: it is
+                # pruned to keep_last like the others, not skipped in this pass
+                idle = list(rows[0][5] or ())
         if keep_last is not None:
             rest = sorted(set(ids) - set(idle))
             total.add(

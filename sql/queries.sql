@@ -686,7 +686,7 @@ SELECT count(*), coalesce(sum(size), 0) FROM deleted
 
 -- name: delete_threads
 -- Every row of the given threads -- with idle_for, only of those still idle (checked again under the
--- retention job's locks); returns what went.
+-- retention job's locks); returns what went, and which threads.
 WITH chosen AS (
     SELECT t.thread_id
     FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
@@ -704,7 +704,9 @@ WITH chosen AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
 )
-{_report_gone}
+{_report_gone},
+       -- the threads deleted, sorted: a retention job prunes the others it found idle (written since)
+       ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
 
 -- name: _report_gone
 -- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size) and gone_blobs (size):

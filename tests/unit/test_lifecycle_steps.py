@@ -609,7 +609,7 @@ def test_retention_deletes_idle_threads_and_keeps_last_of_the_rest() -> None:
             return {"": [("a",), ("b",), ("c",)], "c": []}[after]
         return {
             "idle_threads": [("b",)],
-            "delete_threads": [(1, 5, 2, 3, 100)],
+            "delete_threads": [(1, 5, 2, 3, 100, ["b"])],
             "prune_keep_last_batch": [(["c"], 4, 1, 40)],
             "prune_blobs": [(2, 8)],
         }[name]
@@ -667,7 +667,7 @@ def test_retention_idle_only_skips_keep_last() -> None:
         {
             "threads_after": [[("a",), ("b",)], []],
             "idle_threads": [[("a",), ("b",)]],
-            "delete_threads": [[(2, 2, 0, 1, 10)]],
+            "delete_threads": [[(2, 2, 0, 1, 10, ["a", "b"])]],
         }
     )
     report = driver.run(_lifecycle.retention(Q, idle_for=WEEK))
@@ -859,3 +859,22 @@ def test_delta_history_channel_names_are_checked_as_channel_names() -> None:
     with pytest.raises(InvalidInputError, match="channel name"):
         driver.run(_lifecycle.delta_history(Q, SERDE, config, ["a", None]))  # type: ignore[list-item]
     assert driver.steps == []
+
+
+def test_retention_prunes_an_idle_thread_written_before_its_delete() -> None:
+    """idle_threads saw "b" idle, but it was written before the locked delete, which then left it
+    alone: it is pruned to keep_last in the same pass instead of being skipped."""
+    answers = {
+        "threads_after": [[("a",), ("b",)], []],
+        "idle_threads": [[("a",), ("b",)]],
+        "delete_threads": [[(1, 3, 0, 1, 10, ["a"])]],
+        "prune_keep_last_batch": [[(["b"], 2, 0, 20)]],
+        "prune_blobs": [[(0, 0)]],
+    }
+    driver = FakeDriver(answers)
+    report = driver.run(_lifecycle.retention(Q, keep_last=1, idle_for=WEEK))
+    driver.assert_consumed()
+    keep = [s for s in driver.steps if query_name(s.statements[-1]) == "prune_keep_last_batch"]
+    assert [s.statements[-1].params["thread_ids"] for s in keep] == [["b"]]  # type: ignore[index]
+    assert report.threads == 2
+    assert report.checkpoints == 5
