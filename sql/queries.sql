@@ -14,6 +14,14 @@
 -- every write that was in flight and no write lands in the middle of a batch.
 1818718323
 
+-- name: _guard
+-- The CTE guard: the thread's advisory lock held shared (put, put_writes), for the statement's
+-- transaction. Expects the parameter thread_id. Filter on "(SELECT count(*) FROM guard) = 1" to read
+-- only once the lock is held.
+guard AS (
+    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
+)
+
 -- name: put
 -- Blobs for the channels whose version changed, and the checkpoint row, in one statement; a
 -- checkpoint stored again (a retried put) takes the new row, blobs already stored are kept.
@@ -45,9 +53,7 @@ RETURNING 1
 -- FOR KEY SHARE (which skips a row deleted since the snapshot and holds off a deleter until this
 -- commits). A parent that is there after all (stored meanwhile) is locked and used as by put.
 -- Only this rare path pays the second statement; put itself stays as lean as it was.
-WITH guard AS (
-    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
-), parent AS (
+WITH {_guard}, parent AS (
     SELECT 1 FROM {schema}.pgsaver_checkpoints AS p
     WHERE (SELECT count(*) FROM guard) = 1
       AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
@@ -95,9 +101,7 @@ RETURNING 1
 -- record per put. delete_thread takes no lock: one that starts after this read deletes
 -- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
 -- for the lock, then deleted the parent anyway; README, Limits).
-WITH guard AS (
-    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
-), seen AS (
+WITH {_guard}, seen AS (
     SELECT p.xmax = '0'::xid AS untouched FROM {schema}.pgsaver_checkpoints AS p
     WHERE (SELECT count(*) FROM guard) = 1
       AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
@@ -175,9 +179,7 @@ WHERE EXCLUDED.idx < 0
 {_writes_insert}
 
 -- name: _writes_insert
-WITH guard AS (
-    SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
-)
+WITH {_guard}
 INSERT INTO {schema}.pgsaver_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
 )
