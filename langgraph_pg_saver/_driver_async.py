@@ -74,8 +74,6 @@ class AsyncDriver:
             are serialized on it), configured any way.
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
-        owns_pool: the pool was made for the saver: :meth:`open` and :meth:`close` open and close
-            it, and the driver starts closed.
     """
 
     def __init__(
@@ -84,7 +82,6 @@ class AsyncDriver:
         q: Queries,
         *,
         owner: str,
-        owns_pool: bool = False,
     ) -> None:
         self.q = q
         self.owner = owner
@@ -99,8 +96,8 @@ class AsyncDriver:
                 f"{owner} needs a psycopg AsyncConnection or psycopg_pool AsyncConnectionPool, "
                 f"not {type(conn).__name__}"
             )
-        self.owns_pool = owns_pool and self.pool is not None
-        self.state = State(closed=self.owns_pool)  # a pool made for the saver opens in open()
+        self.owns_pool = False
+        self.state = State(closed=False)
         # [async-only]
         self._lock = asyncio.Lock()
         try:
@@ -111,6 +108,14 @@ class AsyncDriver:
         # [sync-only]
         # self._lock = threading.Lock()
         # [/sync-only]
+
+    def own_pool(self) -> None:
+        """The pool was made for the saver (from_conn_string): :meth:`open` and :meth:`close` open
+        and close it, and the driver is closed until :meth:`open`."""
+        if self.pool is None:  # pragma: no cover - from_conn_string always passes a pool
+            raise TypeError("own_pool() needs a pool")
+        self.owns_pool = True
+        self.state.closed = True
 
     @property
     def closed(self) -> bool:

@@ -55,8 +55,6 @@ class Driver:
             are serialized on it), configured any way.
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
-        owns_pool: the pool was made for the saver: :meth:`open` and :meth:`close` open and close
-            it, and the driver starts closed.
     """
 
     def __init__(
@@ -65,7 +63,6 @@ class Driver:
         q: Queries,
         *,
         owner: str,
-        owns_pool: bool = False,
     ) -> None:
         self.q = q
         self.owner = owner
@@ -80,9 +77,17 @@ class Driver:
                 f"{owner} needs a psycopg Connection or psycopg_pool ConnectionPool, "
                 f"not {type(conn).__name__}"
             )
-        self.owns_pool = owns_pool and self.pool is not None
-        self.state = State(closed=self.owns_pool)  # a pool made for the saver opens in open()
+        self.owns_pool = False
+        self.state = State(closed=False)
         self._lock = threading.Lock()
+
+    def own_pool(self) -> None:
+        """The pool was made for the saver (from_conn_string): :meth:`open` and :meth:`close` open
+        and close it, and the driver is closed until :meth:`open`."""
+        if self.pool is None:  # pragma: no cover - from_conn_string always passes a pool
+            raise TypeError("own_pool() needs a pool")
+        self.owns_pool = True
+        self.state.closed = True
 
     @property
     def closed(self) -> bool:

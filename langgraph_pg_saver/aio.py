@@ -170,7 +170,7 @@ class AsyncPostgresSaver(SaverBase):
             **(pool_kwargs or {}),
         )
         saver = cls(pool, serde=serde, schema=schema)
-        saver._driver = AsyncDriver(pool, saver._q, owner=cls.__name__, owns_pool=True)
+        saver._driver.own_pool()
         return saver
 
     async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresSaver:

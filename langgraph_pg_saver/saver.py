@@ -100,7 +100,7 @@ class PostgresSaver(SaverBase):
             **(pool_kwargs or {}),
         )
         saver = cls(pool, serde=serde, schema=schema)
-        saver._driver = Driver(pool, saver._q, owner=cls.__name__, owns_pool=True)
+        saver._driver.own_pool()
         return saver
 
     def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
