@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from . import _core, _lifecycle
+from . import _core, _lifecycle, _metadata
 from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, SaverBase
 from ._driver_sync import Driver
 from ._lifecycle import Report
@@ -161,13 +161,45 @@ class PostgresSaver(SaverBase):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
         sel = _core.list_select(config, filter, before, limit)
-        rows = self._driver.fetch_all(self._q.read_tuples(sel.predicates), sel.params)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
-        for tup in _core.read_rows_to_tuples(self.serde, rows):
+        if sel.filter is None:
+            rows = self._driver.fetch_all(self._q.read_tuples(sel.predicates), sel.params)
+            tuples: Iterable[CheckpointTuple] = _core.read_rows_to_tuples(self.serde, rows)
+        else:
+            tuples = self._filtered(sel, sel.filter)
+        for tup in tuples:
             if tup.parent_config is not None and _core.checkpoint_format(tup.checkpoint) < 4:
                 self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
             yield tup
+
+    def _filtered(self, sel: _core.Select, plan: _metadata.FilterPlan) -> Sequence[CheckpointTuple]:
+        """list() with a metadata filter: SQL chooses candidates (a superset of the matches), each
+        is checked with InMemorySaver's rule (_metadata). Candidates that fail leave a limit short:
+        the selection then runs again over more of them."""
+        want = sel.params["limit"]
+        fetch = _core.first_fetch(plan, want)
+        while True:
+            params = {**sel.params, "limit": fetch}
+            found: list[CheckpointTuple] = []
+            if plan.exact:  # the usual filter: candidates are matches but for rows stored lossy
+                rows = self._driver.fetch_all(self._q.read_tuples(sel.predicates), params)
+                found = [*_core.read_rows_to_tuples(self.serde, rows)]
+                seen = len(found)
+            else:  # check the candidates' metadata first, then read only the matches
+                query = self._q.render("list_keys", where=sel.predicates)
+                rows = self._driver.fetch_all(query, params)
+                seen = len(rows)
+                keys = _core.matching_keys(self.serde, plan, rows, want)
+                if keys:
+                    rows = self._driver.fetch_all(
+                        self._q["read_tuples_keys"], _core.keys_params(keys)
+                    )
+                    found = [*_core.read_rows_to_tuples(self.serde, rows)]
+            matched = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
+            if want is None or fetch is None or len(matched) >= want or seen < fetch:
+                return matched[:want]
+            fetch *= 4
 
     def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
         """Checkpoints of format < 4 read their Send packets from their parent's writes (one more

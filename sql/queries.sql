@@ -297,6 +297,25 @@ WITH k AS MATERIALIZED (
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
+-- name: list_keys
+-- The first step of list() for a filter its prefilter cannot select exactly (a None, a bool, a
+-- list or dict value): the keys and metadata of the candidates, newest first, for the saver to
+-- check; read_tuples_keys then reads the checkpoints that match.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE {where}
+ORDER BY c.checkpoint_id DESC
+LIMIT (SELECT %(limit)s::bigint)
+
+-- name: read_tuples_keys
+-- read_tuples for checkpoints given by key (list_keys's matches).
+WITH k AS MATERIALIZED (
+    SELECT k.thread_id COLLATE "C" AS thread_id, k.checkpoint_ns COLLATE "C" AS checkpoint_ns,
+           k.checkpoint_id COLLATE "C" AS checkpoint_id
+    FROM unnest(%(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
+        AS k(thread_id, checkpoint_ns, checkpoint_id)
+), {_read_body}
+
 -- name: read_tuples_per_ns
 -- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
 -- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
@@ -410,6 +429,7 @@ c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 c.checkpoint_id < (SELECT %(before)s::text)
 
 -- name: _w_filter
+-- The candidates of a metadata filter (_metadata.plan_filter); the saver checks each exactly.
 c.metadata @> %(filter)s::jsonb
 
 -- name: pending_sends

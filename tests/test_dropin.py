@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -462,6 +463,61 @@ def test_lone_surrogates_in_metadata_or_in_a_state_key_are_refused_naming_where(
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"a": "é 🙂"}
     assert tup.metadata["note"] == "ü 𝄞"
+
+
+def _surrogate_values() -> list[tuple[Any, str]]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    @dataclasses.dataclass
+    class Note:
+        text: str
+
+    return [
+        ("bad \ud800", r"the value of channel 'a'"),
+        ({"k": ["ok?", "x\udfff"]}, r"the value of channel 'a'\['k'\]\[1\]"),
+        (
+            [HumanMessage("fine?"), AIMessage("oops \ud83d")],
+            r"the value of channel 'a'\[1\]\.content",
+        ),
+        (Note("n\udc00"), r"the value of channel 'a'\.text"),
+        ({"s": frozenset({"\ud800"})}, r"the value of channel 'a'\['s'\]"),
+    ]
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_lone_surrogates_in_values_and_writes_are_refused_naming_where(
+    db_dsn: str, encrypted: bool
+) -> None:
+    serde: Any = None
+    if encrypted:
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        for value, where in _surrogate_values():
+            with pytest.raises(InvalidInputError, match=where + ".* lone surrogate"):
+                saver.put(config("s"), checkpoint({"a": value}), {}, {"a": 1})
+        stored = saver.put(config("s"), checkpoint({"a": "ok"}), {}, {"a": 1})
+        with pytest.raises(InvalidInputError, match=r"the write to channel 'w'\[0\] .*surrogate"):
+            saver.put_writes(stored, [("w", ["\ud800"])], "task")
+        # a question mark, or a message holding one, is no surrogate
+        fine = [*range(3), "why?", {"q": "?"}]
+        from langchain_core.messages import HumanMessage
+
+        saver.put_writes(stored, [("w", fine), ("m", [HumanMessage("what?")])], "task")
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.pending_writes[0] == ("task", "w", fine)
+        assert tup.pending_writes[1][2][0].content == "what?"
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(1,)]
+    assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_writes") == [(2,)]
+
+
+async def test_async_lone_surrogates_in_values_are_refused(asaver: AsyncPostgresSaver) -> None:
+    value, _ = _surrogate_values()[2]
+    with pytest.raises(InvalidInputError, match=r"the value of channel 'a'\[1\]\.content"):
+        await asaver.aput(config("s"), checkpoint({"a": value}), {}, {"a": 1})
+    assert await asaver.aget_tuple(config("s")) is None
 
 
 def test_a_parent_never_stored_cannot_stand_in_for_deltachannel_ancestry(

@@ -183,9 +183,10 @@ def test_nul_characters_round_trip_in_values_metadata_and_writes(saver: Postgres
     assert tup.checkpoint["channel_values"] == values
     assert tup.metadata == metadata
     assert tup.pending_writes == [("task\x01", "text", "w\x00")]
-    # the filterable copy has NULs removed, so a filter without them finds it, and so does one with them
-    assert len(list(saver.list(None, filter={"note": "xy"}))) == 1
+    # filters compare the metadata as stored, NULs included (InMemorySaver's rule)
+    assert len(list(saver.list(None, filter={"note": "xy"}))) == 0
     assert len(list(saver.list(None, filter={"note": "x\x00y"}))) == 1
+    assert len(list(saver.list(None, filter={"deep": {"list": ["\x00z"]}}))) == 1
 
 
 def test_metadata_is_stored_whole(saver: PostgresSaver) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import math
 from datetime import datetime, timezone
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver import _adapt, _core
+from langgraph_pg_saver import _adapt, _core, _metadata
 from langgraph_pg_saver.errors import InvalidInputError
 
 SERDE = JsonPlusSerializer()
@@ -34,22 +38,109 @@ def test_config_keys_defaults_and_errors() -> None:
 
 
 def test_encode_json_marks_lossy_forms() -> None:
-    assert _core.encode_json({"a": "b", "n": [1, 2.5, None, True]}) == (
-        '{"a": "b", "n": [1, 2.5, null, true]}',
-        False,
-    )
+    assert _core.encode_json({"a": "b", "n": 2.5}) == ('{"a": "b", "n": 2.5}', False)
     text, lossy = _core.encode_json({"a": "x\x00y"})
     assert (text, lossy) == ('{"a": "xy"}', True)
     # a literal backslash-u0000 is not a NUL: kept, not lossy
     text, lossy = _core.encode_json({"a": "\\u0000"})
     assert lossy is False
     assert text == '{"a": "\\\\u0000"}'
-    text, lossy = _core.encode_json(
-        {"when": datetime(2026, 1, 2, tzinfo=timezone.utc), "f": math.inf}
+    text, lossy = _core.encode_json({"f": math.inf})
+    assert (text, lossy) == ('{"f": null}', True)
+
+
+def test_metadata_jsonb_is_plain_or_marked_lossy() -> None:
+    plain = {"a": "b", "n": [1, 2.5, None, True, (3, 4)], "big": 2**80, "f": 9.9e15, "e": 1e-9}
+    text, lossy = _metadata.encode(plain)
+    assert not lossy
+    assert json.loads(text) == {**plain, "n": [1, 2.5, None, True, [3, 4]]}
+    for bad in (
+        {"a": "x\x00y"},
+        {"f": 4.907577792660525e16},  # jsonb prints it as an integer
+        {"f": -0.0},
+        {"f": math.inf},
+        {"f": math.nan},
+        {"k": {1: "x"}},
+        {"when": datetime(2026, 1, 2, tzinfo=timezone.utc)},
+        {"o": object()},
+        {"s": {1, 2}},
+        {"huge": 10**5000},
+    ):
+        text, lossy = _metadata.encode(bad)
+        assert lossy, bad
+        json.loads(text)
+    assert json.loads(_metadata.encode({"a": "x\x00y"})[0])["a"] == "xy"
+    # the approximation holds what the prefilter asks of an equal value
+    assert json.loads(_metadata.encode({"f": 4.907577792660525e16})[0]) == {"f": 49075777926605248}
+    assert (
+        '"2026-01-02T00:00:00+00:00"'
+        in _metadata.encode({"w": datetime(2026, 1, 2, tzinfo=timezone.utc)})[0]
     )
-    assert lossy is True
-    assert '"2026-01-02T00:00:00+00:00"' in text
-    assert '"f": null' in text
+
+
+def test_filter_plan_prefilters_what_sql_can_select_exactly() -> None:
+    plan = _metadata.plan_filter(
+        {"source": "loop", "step": 7, "score": 2.5, "big": 4.907577792660525e16}
+    )
+    assert plan.exact
+    assert json.loads(plan.prefilter or "") == {
+        "source": "loop",
+        "step": 7,
+        "score": 2.5,
+        "big": 49075777926605248,
+    }
+    # None (a missing key matches), bools and 0/1 (True == 1), NaN, NUL strings, other types,
+    # and containers (containment is not equality) are checked by the saver, not selected in SQL
+    for value in [
+        None,
+        True,
+        1,
+        0.0,
+        math.nan,
+        math.inf,
+        "a\x00b",
+        datetime(2026, 1, 1),
+        ["a"],
+        {"x": 2},
+    ]:
+        plan = _metadata.plan_filter({"k": value, "other": "v"})
+        assert not plan.exact, value
+        assert json.loads(plan.prefilter or "") == {"other": "v"}, value
+    assert _metadata.plan_filter({"k": None}).prefilter is None
+    assert _metadata.plan_filter({1: "x"}).prefilter is None
+
+
+def test_the_approximation_of_a_lossy_value_equal_to_a_str_or_number_is_that_str_or_number() -> (
+    None
+):
+    class S(str, enum.Enum):
+        A = "a"
+
+    class Num(enum.IntEnum):
+        X = 5
+
+    approx = _metadata.approximate
+    assert approx(S.A) == "a"
+    assert approx(Num.X) == 5
+    assert type(approx(Num.X)) is int
+    assert approx(Decimal("2.5")) == 2.5
+    assert approx(Decimal("1e400")) == 10**400
+    assert approx(Fraction(10, 4)) == 2.5
+    assert approx(complex(3, 0)) == 3
+    assert approx(Decimal("NaN")) is None
+    assert approx(-0.0) == 0
+    assert approx(1e300) == int(1e300)
+    # a key jsonb holds is never hidden by an approximated one
+    assert approx({"k": "plain", "k\x00": "other"}) == {"k": "plain"}
+    assert approx({1: "a", "1": "b"}) == {"1": "b"}
+
+
+def test_matches_is_in_memory_savers_rule() -> None:
+    meta = {"a": 1, "t": True, "l": ["x"], "n": None}
+    assert _metadata.matches({"a": 1.0, "t": 1, "l": ["x"], "n": None, "missing": None}, meta)
+    assert not _metadata.matches({"l": "x"}, meta)
+    assert not _metadata.matches({"l": ("x",)}, meta)
+    assert not _metadata.matches({"a": math.nan}, meta)
 
 
 def test_pack_typed_round_trip() -> None:
@@ -132,15 +223,15 @@ def test_put_params_checks_every_channel_name_not_only_the_new_ones() -> None:
     assert params["channel_versions"] == '{"ü": 1, "\\\\u0000": 2}'
 
 
-def test_has_non_str_keys_looks_through_every_container() -> None:
-    assert not _core._has_non_str_keys({"a": [{"b": ({"c": 1},)}], "d": "x"})
-    assert _core._has_non_str_keys({"a": [{"b": ({"c": {1: "x"}},)}]})
-    assert _core._has_non_str_keys([({(1, 2): None},)])
-    assert not _core._has_non_str_keys("text")
-    # lossy metadata is kept exactly on the side
-    text, lossy = _core.encode_json({"a": [{"b": {2: "two"}}]})
-    assert (text, lossy) == ('{"a": [{"b": {"2": "two"}}]}', True)
-    assert _core.encode_json({2: "two"}, check_keys=False) == ('{"2": "two"}', False)
+def test_non_str_keys_anywhere_keep_the_metadata_exactly_on_the_side() -> None:
+    assert _metadata.is_plain({"a": [{"b": ({"c": 1},)}], "d": "x"})
+    assert not _metadata.is_plain({"a": [{"b": ({"c": {1: "x"}},)}]})
+    assert not _metadata.is_plain([({(1, 2): None},)])
+    assert _metadata.is_plain("text")
+    text, lossy = _metadata.encode({"a": [{"b": {2: "two"}}]})
+    assert lossy
+    assert json.loads(text) == {"a": [{"b": {"2": "two"}}]}
+    assert _core.encode_json({2: "two"}) == ('{"2": "two"}', False)
 
 
 def test_params_nbytes_counts_bytea_values() -> None:
@@ -311,6 +402,7 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
 def test_values_json_cannot_hold_are_stored_lossy_with_the_exact_form_aside() -> None:
     for bad in ({"f": float("nan")}, {"o": object()}):
         assert _core.encode_json(bad)[1] is True
+        assert _metadata.encode(bad)[1] is True
 
 
 @pytest.mark.parametrize("name", ["put", "put_new", "put_writes", "put_writes_new"])
