@@ -14,9 +14,12 @@ from .errors import (
     SchemaTooNewError,
     ThreadNotEmptyError,
 )
+from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from .saver import PostgresSaver
 
 __all__ = [
+    "DEFAULT_RETRY",
+    "NO_RETRY",
     "AsyncPostgresSaver",
     "DeltaDependencyError",
     "InvalidInputError",
@@ -25,6 +28,7 @@ __all__ = [
     "PgSaverError",
     "PostgresSaver",
     "Report",
+    "RetryPolicy",
     "SaverClosedError",
     "SchemaError",
     "SchemaOutdatedError",

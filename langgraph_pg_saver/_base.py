@@ -12,6 +12,11 @@ from ._sql import Queries, queries_for
 DEFAULT_SCHEMA = "public"
 #: from_conn_string's default: prepare a hot-path statement after this many uses on a connection
 DEFAULT_PREPARE_THRESHOLD = 5
+#: from_conn_string's pools: idle connections above min_size close after this many seconds, below
+#: the idle timeouts of common cloud load balancers (Azure's is 4 minutes, AWS NLB's 350 s)
+POOL_MAX_IDLE = 230.0
+#: and every connection is replaced after this many (psycopg_pool's default is an hour)
+POOL_MAX_LIFETIME = 1800.0
 
 
 class SaverBase(BaseCheckpointSaver[str]):

@@ -139,6 +139,36 @@ def thread_id_param(thread_id: object) -> str:
     return _text(thread_id, "thread_id")
 
 
+# --------------------------------------------------------------------------- connections
+
+#: TCP keepalives for from_conn_string's connections: an idle connection through a NAT or a load
+#: balancer stays known to it, and a peer that vanished is noticed in about a minute
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
+
+def connect_kwargs(
+    conn_string: str, prepare_threshold: int | None, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The connection arguments of from_conn_string's pool: autocommit, the prepare threshold and
+    keepalives, under what the caller gave (``connect_kwargs``, and keepalive parameters already in
+    ``conn_string``, which keyword arguments would otherwise override)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        in_dsn = conninfo_to_dict(conn_string)
+    except Exception:  # psycopg reports a malformed string when connecting
+        in_dsn = {}
+    kwargs: dict[str, Any] = {k: v for k, v in KEEPALIVES.items() if k not in in_dsn}
+    kwargs.update(autocommit=True, prepare_threshold=prepare_threshold)
+    kwargs.update(given or {})
+    return kwargs
+
+
 # --------------------------------------------------------------------------- metadata
 
 

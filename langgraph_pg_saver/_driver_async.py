@@ -48,14 +48,19 @@ from ._driver import (
 )
 from ._sql import Queries
 from .errors import PgSaverError, SaverClosedError
+from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
 # isort: off
 # [async-only]
 import asyncio
 
+_sleep = asyncio.sleep
 # [/async-only]
 # [sync-only]
 # import threading
+# import time
+#
+# _sleep = time.sleep
 # [/sync-only]
 # isort: on
 
@@ -74,6 +79,7 @@ class AsyncDriver:
             are serialized on it), configured any way.
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
+        retry: how an operation that a transient error interrupted is rerun (``retry.py``).
     """
 
     def __init__(
@@ -82,9 +88,13 @@ class AsyncDriver:
         q: Queries,
         *,
         owner: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
+        if not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
         self.q = q
         self.owner = owner
+        self.retry = retry
         self.pool: AsyncConnectionPool[Any] | None = None
         self.conn: AsyncConnection[Any] | None = None
         if isinstance(conn, AsyncConnectionPool):
@@ -160,7 +170,7 @@ class AsyncDriver:
         if self.pool is not None:
             # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
             # the driver's statements run in autocommit or in transaction blocks of their own
-            conn = await self.pool.getconn()
+            conn = await self._getconn(self.pool)
             try:
                 yield conn
             finally:
@@ -169,6 +179,29 @@ class AsyncDriver:
             assert self.conn is not None
             async with self._lock:
                 yield self.conn
+
+    async def _getconn(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+        """A connection of the pool, never one the server has ended while it sat idle.
+
+        An idle connection has nothing to read unless its server wrote to it, which it does when
+        it ends the session (a killed backend, a shutdown): then the socket is readable. Looking
+        costs a system call, not a round trip; only such a connection gets psycopg_pool's check
+        (one round trip), and a dead one goes back to the pool, which replaces it. (The pool's
+        own ``check`` option waits a second, then longer, after each failed check.)
+        """
+        conn: AsyncConnection[Any]
+        for _ in range(pool.max_size + 1):
+            conn = await pool.getconn()
+            if not socket_readable(conn):
+                return conn
+            try:
+                await AsyncConnectionPool.check_connection(conn)
+            except Exception:
+                await pool.putconn(conn)  # broken: the pool discards and replaces it
+                continue
+            return conn
+        conn = await pool.getconn()
+        return conn
 
     @asynccontextmanager
     async def cursor(self) -> AsyncIterator[AsyncCursor[TupleRow]]:
@@ -238,6 +271,49 @@ class AsyncDriver:
         upsert: bytes | None,
         size_column: int | None,
     ) -> Any:
+        retry = 0
+        while True:
+            try:
+                return await self._run_once(query, params, returns, upsert, size_column)
+            except Exception as exc:
+                retry += 1
+                if not await self._may_retry(exc, retry):
+                    raise
+
+    async def _may_retry(self, exc: Exception, retry: int) -> bool:
+        """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
+        ``retry``), after waiting its turn: only on a pool, while open, for a transient error."""
+        if (
+            self.pool is None
+            or self.state.closed
+            or retry >= self.retry.attempts
+            or not is_transient(exc)
+        ):
+            return False
+        logger.warning(
+            "%s: retrying after %s: %s (retry %d of %d)",
+            self.owner,
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            retry,
+            self.retry.attempts - 1,
+        )
+        if lost_connection(exc):
+            # the pool's other idle connections went with it, most likely (a restart, a
+            # failover): drop the dead ones now rather than fail on each in turn
+            with contextlib.suppress(Exception):
+                await self.pool.check()
+        await _sleep(self.retry.delay(retry))
+        return not self.state.closed
+
+    async def _run_once(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
@@ -250,7 +326,7 @@ class AsyncDriver:
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
         # [/async-only]
-        conn = await pool.getconn()
+        conn = await self._getconn(pool)
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
@@ -287,6 +363,18 @@ class AsyncDriver:
             return done.value
 
     async def run_step(self, step: _lifecycle.Step) -> list[Row]:
+        """One step in its own transaction; rerun as a whole after a transient error (its
+        transaction rolled back)."""
+        retry = 0
+        while True:
+            try:
+                return await self._run_step_once(step)
+            except Exception as exc:
+                retry += 1
+                if not await self._may_retry(exc, retry):
+                    raise
+
+    async def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
         async with self.cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]

@@ -35,9 +35,13 @@ from ._driver import (
 )
 from ._sql import Queries
 from .errors import PgSaverError, SaverClosedError
+from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
 # isort: off
 import threading
+import time
+
+_sleep = time.sleep
 # isort: on
 
 logger = logging.getLogger(__name__)
@@ -55,6 +59,7 @@ class Driver:
             are serialized on it), configured any way.
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
+        retry: how an operation that a transient error interrupted is rerun (``retry.py``).
     """
 
     def __init__(
@@ -63,9 +68,13 @@ class Driver:
         q: Queries,
         *,
         owner: str,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
+        if not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
         self.q = q
         self.owner = owner
+        self.retry = retry
         self.pool: ConnectionPool[Any] | None = None
         self.conn: Connection[Any] | None = None
         if isinstance(conn, ConnectionPool):
@@ -125,7 +134,7 @@ class Driver:
         if self.pool is not None:
             # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
             # the driver's statements run in autocommit or in transaction blocks of their own
-            conn = self.pool.getconn()
+            conn = self._getconn(self.pool)
             try:
                 yield conn
             finally:
@@ -134,6 +143,29 @@ class Driver:
             assert self.conn is not None
             with self._lock:
                 yield self.conn
+
+    def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+        """A connection of the pool, never one the server has ended while it sat idle.
+
+        An idle connection has nothing to read unless its server wrote to it, which it does when
+        it ends the session (a killed backend, a shutdown): then the socket is readable. Looking
+        costs a system call, not a round trip; only such a connection gets psycopg_pool's check
+        (one round trip), and a dead one goes back to the pool, which replaces it. (The pool's
+        own ``check`` option waits a second, then longer, after each failed check.)
+        """
+        conn: Connection[Any]
+        for _ in range(pool.max_size + 1):
+            conn = pool.getconn()
+            if not socket_readable(conn):
+                return conn
+            try:
+                ConnectionPool.check_connection(conn)
+            except Exception:
+                pool.putconn(conn)  # broken: the pool discards and replaces it
+                continue
+            return conn
+        conn = pool.getconn()
+        return conn
 
     @contextmanager
     def cursor(self) -> Iterator[Cursor[TupleRow]]:
@@ -201,6 +233,49 @@ class Driver:
         upsert: bytes | None,
         size_column: int | None,
     ) -> Any:
+        retry = 0
+        while True:
+            try:
+                return self._run_once(query, params, returns, upsert, size_column)
+            except Exception as exc:
+                retry += 1
+                if not self._may_retry(exc, retry):
+                    raise
+
+    def _may_retry(self, exc: Exception, retry: int) -> bool:
+        """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
+        ``retry``), after waiting its turn: only on a pool, while open, for a transient error."""
+        if (
+            self.pool is None
+            or self.state.closed
+            or retry >= self.retry.attempts
+            or not is_transient(exc)
+        ):
+            return False
+        logger.warning(
+            "%s: retrying after %s: %s (retry %d of %d)",
+            self.owner,
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            retry,
+            self.retry.attempts - 1,
+        )
+        if lost_connection(exc):
+            # the pool's other idle connections went with it, most likely (a restart, a
+            # failover): drop the dead ones now rather than fail on each in turn
+            with contextlib.suppress(Exception):
+                self.pool.check()
+        _sleep(self.retry.delay(retry))
+        return not self.state.closed
+
+    def _run_once(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
@@ -209,7 +284,7 @@ class Driver:
             with self.cursor() as cur:
                 cur.execute(upsert or query, params)
                 return _fetch(cur, returns)
-        conn = pool.getconn()
+        conn = self._getconn(pool)
         try:
             if not conn.autocommit:
                 with self.cursor_on(conn) as cur:
@@ -246,6 +321,18 @@ class Driver:
             return done.value
 
     def run_step(self, step: _lifecycle.Step) -> list[Row]:
+        """One step in its own transaction; rerun as a whole after a transient error (its
+        transaction rolled back)."""
+        retry = 0
+        while True:
+            try:
+                return self._run_step_once(step)
+            except Exception as exc:
+                retry += 1
+                if not self._may_retry(exc, retry):
+                    raise
+
+    def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
         with self.cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]

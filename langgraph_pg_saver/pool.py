@@ -15,9 +15,14 @@ statistics, growing and shrinking, timeouts) is psycopg_pool's own.
 
 One consequence to know: with ``min_size`` above 1, the connections at the bottom of the stack can
 stay idle through a quiet spell longer than a server's or a proxy's idle timeout, and psycopg_pool
-enforces ``max_lifetime`` only when a connection is returned. Behind something that drops idle
-connections, pass ``pool_kwargs={"check": ConnectionPool.check_connection}`` (one extra round trip per
-checkout) or keep ``min_size=1`` (the default; idle extras are closed after ``max_idle``).
+enforces ``max_lifetime`` only when a connection is returned. The savers' drivers never use an idle
+connection its server ended (they look at its socket first) and rerun a call whose connection was
+lost (``retry.py``); ``from_conn_string`` also turns TCP keepalives on.
+
+One more change: a new connection that fails for a transient reason (the server is starting up, or
+the session was ended while it was being set up) is tried again at once, a few times within about a
+quarter of a second, before psycopg_pool's own backoff (one second, then doubling) takes over. During
+a burst of faults that backoff otherwise grows past the pool's timeout while the server is fine.
 
 The order is the only thing touched, through the pool's ready-connection deque. If a future
 psycopg_pool stores idle connections differently, these pools silently behave like their parents
@@ -27,11 +32,19 @@ change is noticed here rather than by users.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import deque
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from psycopg_pool.abc import ACT, CT
+
+from .retry import is_transient
+
+#: the quick tries of a new connection (the first included) and the wait before each retry
+_CONNECT_TRIES = 4
+_CONNECT_DELAYS = (0.02, 0.06, 0.15)
 
 __all__ = ["AsyncLifoConnectionPool", "LifoConnectionPool"]
 
@@ -53,6 +66,16 @@ class LifoConnectionPool(ConnectionPool[CT]):
             _newest_to_front(self)
         return super()._get_ready_connection(timeout)
 
+    def _connect(self, timeout: float | None = None) -> CT:
+        for attempt in range(_CONNECT_TRIES):
+            try:
+                return super()._connect(timeout)
+            except Exception as exc:
+                if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
+                    raise
+                time.sleep(_CONNECT_DELAYS[attempt])
+        raise AssertionError("unreachable")  # pragma: no cover
+
 
 class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
     """A :class:`psycopg_pool.AsyncConnectionPool` that reuses the most recently returned
@@ -62,3 +85,13 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
         if timeout is None or timeout > 0.0:
             _newest_to_front(self)
         return await super()._get_ready_connection(timeout)
+
+    async def _connect(self, timeout: float | None = None) -> ACT:
+        for attempt in range(_CONNECT_TRIES):
+            try:
+                return await super()._connect(timeout)
+            except Exception as exc:
+                if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
+                    raise
+                await asyncio.sleep(_CONNECT_DELAYS[attempt])
+        raise AssertionError("unreachable")  # pragma: no cover

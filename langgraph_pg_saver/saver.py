@@ -22,11 +22,18 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from . import _core, _lifecycle, _metadata
-from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, SaverBase
+from ._base import (
+    DEFAULT_PREPARE_THRESHOLD,
+    DEFAULT_SCHEMA,
+    POOL_MAX_IDLE,
+    POOL_MAX_LIFETIME,
+    SaverBase,
+)
 from ._driver_sync import Driver
 from ._lifecycle import Report
 from .errors import ParentCheckpointMissingError
 from .pool import LifoConnectionPool
+from .retry import DEFAULT_RETRY, RetryPolicy
 
 
 class PostgresSaver(SaverBase):
@@ -53,9 +60,10 @@ class PostgresSaver(SaverBase):
         serde: SerializerProtocol | None = None,
         *,
         schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         super().__init__(serde=serde, schema=schema)
-        self._driver = Driver(conn, self._q, owner=type(self).__name__)
+        self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
 
     @property
     def _pool(self) -> ConnectionPool[Any] | None:
@@ -76,6 +84,7 @@ class PostgresSaver(SaverBase):
         prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
         pool_kwargs: dict[str, Any] | None = None,
         connect_kwargs: dict[str, Any] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -87,9 +96,21 @@ class PostgresSaver(SaverBase):
         transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
         with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is
         accepted for compatibility and unused.
+
+        Connections heal: a transient error (a lost connection, a restart, a serialization
+        failure) reruns the call on another connection per ``retry`` (``NO_RETRY`` switches that
+        off); a connection the server ended while it was idle is never used (see the driver);
+        TCP keepalives are on, idle connections above
+        ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
+        idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
+        ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
         """
-        kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": prepare_threshold}
-        kwargs.update(connect_kwargs or {})
+        kwargs = _core.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
+        options: dict[str, Any] = {
+            "max_idle": POOL_MAX_IDLE,
+            "max_lifetime": POOL_MAX_LIFETIME,
+            **(pool_kwargs or {}),
+        }
         pool: ConnectionPool[Any] = LifoConnectionPool(
             conn_string,
             min_size=min_size,
@@ -97,9 +118,9 @@ class PostgresSaver(SaverBase):
             kwargs=kwargs,
             open=False,
             name="langgraph-pg-saver",
-            **(pool_kwargs or {}),
+            **options,
         )
-        saver = cls(pool, serde=serde, schema=schema)
+        saver = cls(pool, serde=serde, schema=schema, retry=retry)
         saver._driver.own_pool()
         return saver
 

@@ -32,6 +32,8 @@ class Server:
     dsn: str  # to a database we may CREATE DATABASE from
     source: str
     stop: Callable[[], None] = field(default=lambda: None)
+    #: restart the server (a fast shutdown: sessions end with admin_shutdown), where we run it
+    restart: Callable[[], None] | None = None
 
     def dsn_for(self, dbname: str) -> str:
         params = conninfo_to_dict(self.dsn)
@@ -192,8 +194,14 @@ def from_local_binaries(settings: str = TEST_SETTINGS) -> Server | None:
             run(str(bindir / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(base, ignore_errors=True)
 
+    def restart() -> None:
+        log = os.path.join(base, "log")
+        run(
+            str(bindir / "pg_ctl"), "-D", data, "-o", opts, "-l", log, "-m", "fast", "-w", "restart"
+        )
+
     dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
-    return Server(dsn, f"local binaries {bindir}", stop)
+    return Server(dsn, f"local binaries {bindir}", stop, restart)
 
 
 def from_embedded() -> Server | None:
