@@ -28,6 +28,34 @@ IDLE = pq.TransactionStatus.IDLE
 KEEP_CURSOR_MAX_BYTES = 256 * 1024
 
 _KEPT_CURSOR = "_lgps_kept_cursor"
+_POOLER_CHECKED = "_lgps_pooler_checked"
+
+
+def needs_pooler_check(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    """Whether the driver still has to find out if a pooling proxy sits between this connection
+    and Postgres (once per connection that would prepare statements).
+
+    Behind PgBouncer in transaction mode (before 1.21, or without ``max_prepared_statements``) a
+    statement prepared on one server session is later sent to another, which fails, or which holds
+    another client's statement of the same name. Such a proxy answers the start-up with a cancel key
+    of its own, so the process id the client was told differs from ``pg_backend_pid()``: then the
+    connection stops preparing (``prepare_threshold = None``), before it prepared anything. A
+    connection that takes no attribute is checked once per operation instead.
+    """
+    if conn.prepare_threshold is None or getattr(conn, _POOLER_CHECKED, False):
+        return False
+    with contextlib.suppress(AttributeError):
+        setattr(conn, _POOLER_CHECKED, True)
+    return True
+
+
+def behind_pooler(conn: Connection[Any] | AsyncConnection[Any], server_pid: object) -> bool:
+    """Given ``pg_backend_pid()``: whether the connection talks to a proxy; if so, it stops
+    preparing statements."""
+    if server_pid == conn.info.backend_pid:
+        return False
+    conn.prepare_threshold = None
+    return True
 
 
 def params_nbytes(params: Params) -> int:

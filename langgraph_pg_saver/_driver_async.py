@@ -38,11 +38,13 @@ from ._driver import (
     Params,
     Row,
     State,
+    behind_pooler,
     can_restore,
     closed_error,
     in_pipeline,
     kept_cursor,
     needs_autocommit_switch,
+    needs_pooler_check,
     params_nbytes,
     rows_nbytes,
 )
@@ -222,6 +224,8 @@ class AsyncDriver:
         if switched:
             await conn.set_autocommit(True)
         try:
+            if conn.info.transaction_status == IDLE and needs_pooler_check(conn):
+                await self._check_pooler(conn)
             async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
         finally:
@@ -231,6 +235,19 @@ class AsyncDriver:
                     await conn.set_autocommit(False)
                 except Exception:  # pragma: no cover - defensive
                     logger.debug("could not restore autocommit=False", exc_info=True)
+
+    async def _check_pooler(self, conn: AsyncConnection[Any]) -> None:
+        """Stop preparing statements on a connection that talks to a pooling proxy (see
+        ``_driver.needs_pooler_check``): one round trip, once per connection."""
+        async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            await cur.execute(self.q["backend_pid"], prepare=False)
+            row = await cur.fetchone()
+        if row is not None and behind_pooler(conn, row[0]):
+            logger.info(
+                "%s: a pooling proxy (PgBouncer or the like) is between this connection and "
+                "Postgres: its statements are not prepared (prepare_threshold=None)",
+                self.owner,
+            )
 
     # ------------------------------------------------------------------ one statement
 
@@ -332,6 +349,8 @@ class AsyncDriver:
                 async with self.cursor_on(conn) as cur:
                     await cur.execute(upsert or query, params)
                     return await _fetch(cur, returns)
+            if needs_pooler_check(conn):
+                await self._check_pooler(conn)
             kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
             try:

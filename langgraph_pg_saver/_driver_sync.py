@@ -25,11 +25,13 @@ from ._driver import (
     Params,
     Row,
     State,
+    behind_pooler,
     can_restore,
     closed_error,
     in_pipeline,
     kept_cursor,
     needs_autocommit_switch,
+    needs_pooler_check,
     params_nbytes,
     rows_nbytes,
 )
@@ -186,6 +188,8 @@ class Driver:
         if switched:
             conn.set_autocommit(True)
         try:
+            if conn.info.transaction_status == IDLE and needs_pooler_check(conn):
+                self._check_pooler(conn)
             with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
         finally:
@@ -195,6 +199,19 @@ class Driver:
                     conn.set_autocommit(False)
                 except Exception:  # pragma: no cover - defensive
                     logger.debug("could not restore autocommit=False", exc_info=True)
+
+    def _check_pooler(self, conn: Connection[Any]) -> None:
+        """Stop preparing statements on a connection that talks to a pooling proxy (see
+        ``_driver.needs_pooler_check``): one round trip, once per connection."""
+        with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            cur.execute(self.q["backend_pid"], prepare=False)
+            row = cur.fetchone()
+        if row is not None and behind_pooler(conn, row[0]):
+            logger.info(
+                "%s: a pooling proxy (PgBouncer or the like) is between this connection and "
+                "Postgres: its statements are not prepared (prepare_threshold=None)",
+                self.owner,
+            )
 
     # ------------------------------------------------------------------ one statement
 
@@ -290,6 +307,8 @@ class Driver:
                 with self.cursor_on(conn) as cur:
                     cur.execute(upsert or query, params)
                     return _fetch(cur, returns)
+            if needs_pooler_check(conn):
+                self._check_pooler(conn)
             kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
             try:

@@ -162,10 +162,10 @@ class AsyncPostgresSaver(SaverBase):
         saver:``) or call :meth:`open` and :meth:`close` yourself. Hot-path statements (put,
         put_writes, get_tuple, list, delete_thread, DeltaChannel history) become server-side prepared
         statements after ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which
-        saves their planning time; lifecycle and schema statements are never prepared. Behind a
-        transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21, or
-        with ``max_prepared_statements = 0``), pass ``prepare_threshold=None``. ``pipeline`` is
-        accepted for compatibility and unused.
+        saves their planning time; lifecycle and schema statements are never prepared. Behind
+        PgBouncer or another pooling proxy nothing is prepared, whatever ``prepare_threshold``
+        says: the driver detects one on each connection's first use. ``pipeline`` is accepted for
+        compatibility and unused.
 
         Connections heal: a transient error (a lost connection, a restart, a serialization
         failure) reruns the call on another connection per ``retry`` (``NO_RETRY`` switches that

@@ -863,3 +863,9 @@ ORDER BY t.thread_id
 
 -- name: set_lock_timeout
 SELECT set_config('lock_timeout', %(lock_timeout)s, true)
+
+-- name: backend_pid
+-- The server process of this session. Behind a proxy that pools sessions (PgBouncer, ...) it
+-- differs from the process id the connection was told at start-up, which is the proxy's own cancel
+-- key: the driver then stops preparing statements on that connection (see _driver.pooler_check).
+SELECT pg_backend_pid()

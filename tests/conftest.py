@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import psycopg
 import pytest
 from pgserver import Server, find_server
+from pooler import Bouncer, find_pgbouncer, pgbouncer
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
 
@@ -97,3 +98,19 @@ def saver(db_dsn: str) -> Iterator[PostgresSaver]:
 async def asaver(db_dsn: str) -> AsyncIterator[AsyncPostgresSaver]:
     async with AsyncPostgresSaver.from_conn_string(db_dsn, max_size=4) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def bouncer(pg_server: Server) -> Iterator[Bouncer]:
+    """A transaction-mode PgBouncer in front of the test server (Debian's package; .ci/run
+    installs it). Without it the tests that need it skip locally and fail when CI is set."""
+    binary = find_pgbouncer()
+    if binary is None:
+        msg = "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    # two server connections shared by every client: consecutive transactions of one client
+    # land on different server sessions
+    with pgbouncer(binary, pg_server.dsn, server_pool_size=2) as b:
+        yield b

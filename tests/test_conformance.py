@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -92,20 +93,28 @@ def _assert_report(report: Any, expected: set[str]) -> None:
         assert report.results[name].tests_passed > 0, name
 
 
-async def test_conformance_async_saver(db_dsn: str) -> None:
+@pytest.fixture(params=["direct", "pgbouncer"])
+def target_dsn(request: pytest.FixtureRequest, db_dsn: str) -> str:
+    """The test database, direct and through a transaction-mode PgBouncer (defaults either way)."""
+    if request.param == "pgbouncer":
+        return str(request.getfixturevalue("bouncer").dsn(db_dsn))
+    return db_dsn
+
+
+async def test_conformance_async_saver(target_dsn: str) -> None:
     @checkpointer_test(name="AsyncPostgresSaver")
     async def factory() -> AsyncIterator[AsyncPostgresSaver]:
-        async with AsyncPostgresSaver.from_conn_string(db_dsn, max_size=4) as saver:
+        async with AsyncPostgresSaver.from_conn_string(target_dsn, max_size=4) as saver:
             yield saver
 
     report = await validate(factory)
     _assert_report(report, ALL)
 
 
-async def test_conformance_sync_saver(db_dsn: str) -> None:
+async def test_conformance_sync_saver(target_dsn: str) -> None:
     @checkpointer_test(name="PostgresSaver")
     async def factory() -> AsyncIterator[BaseCheckpointSaver[str]]:
-        with PostgresSaver.from_conn_string(db_dsn, max_size=4) as saver:
+        with PostgresSaver.from_conn_string(target_dsn, max_size=4) as saver:
             yield SyncAsAsync(saver)
 
     report = await validate(factory)

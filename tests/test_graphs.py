@@ -49,13 +49,18 @@ class Runner:
         return graph.update_state(config, values, as_node=as_node)
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async", "sync-pgbouncer", "async-pgbouncer"])
 async def runner(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[Runner]:
-    if request.param == "sync":
-        with PostgresSaver.from_conn_string(db_dsn, max_size=4) as s:
+    """Each scenario with each saver, direct and through a transaction-mode PgBouncer, with
+    from_conn_string's defaults."""
+    dsn = db_dsn
+    if request.param.endswith("-pgbouncer"):
+        dsn = request.getfixturevalue("bouncer").dsn(db_dsn)
+    if request.param.startswith("sync"):
+        with PostgresSaver.from_conn_string(dsn, max_size=4) as s:
             yield Runner(s, False)
     else:
-        async with AsyncPostgresSaver.from_conn_string(db_dsn, max_size=4) as a:
+        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4) as a:
             yield Runner(a, True)
 
 

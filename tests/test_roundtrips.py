@@ -15,6 +15,10 @@ def test_sync_operations_take_one_round_trip(db_dsn: str, autocommit: bool) -> N
     with psycopg.connect(db_dsn, autocommit=autocommit, row_factory=dict_row) as conn:
         saver = PostgresSaver(conn)
         cp = checkpoint({"a": "x" * 100, "b": [1, 2, 3]})
+        with traced(conn.pgconn) as first:
+            assert saver.get_tuple(config("none")) is None
+        # a connection's first use also asks for the server's process id (a pooler?), once
+        assert first.round_trips == 2
         with traced(conn.pgconn) as put:
             stored = saver.put(
                 config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"]
@@ -49,6 +53,9 @@ async def test_async_operations_take_one_round_trip(db_dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(db_dsn) as conn:
         saver = AsyncPostgresSaver(conn)
         cp = checkpoint({"a": "x"})
+        with traced(conn.pgconn) as first:
+            assert await saver.aget_tuple(config("none")) is None
+        assert first.round_trips == 2
         with traced(conn.pgconn) as put:
             stored = await saver.aput(config("t"), cp, {"step": 0}, cp["channel_versions"])
         with traced(conn.pgconn) as put_writes:
@@ -72,6 +79,7 @@ async def test_async_operations_take_one_round_trip(db_dsn: str) -> None:
 def test_setup_fast_path_is_one_query_without_a_lock(db_dsn: str) -> None:
     with psycopg.connect(db_dsn) as conn:
         saver = PostgresSaver(conn)
+        saver.get_tuple(config("none"))  # the connection's first use (see above)
         with traced(conn.pgconn) as t:
             saver.setup()
         assert t.round_trips == 1
