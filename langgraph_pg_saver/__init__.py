@@ -4,6 +4,7 @@ from ._lifecycle import Report
 from .aio import AsyncPostgresSaver
 from .errors import (
     DeltaDependencyError,
+    EventLoopError,
     InvalidInputError,
     InvalidSchemaNameError,
     ParentCheckpointMissingError,
@@ -22,6 +23,7 @@ __all__ = [
     "NO_RETRY",
     "AsyncPostgresSaver",
     "DeltaDependencyError",
+    "EventLoopError",
     "InvalidInputError",
     "InvalidSchemaNameError",
     "ParentCheckpointMissingError",

@@ -15,7 +15,7 @@ from typing import Any, overload
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
-from .errors import SaverClosedError
+from .errors import EventLoopError, SaverClosedError
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
@@ -134,3 +134,17 @@ class State:
 
 def closed_error(owner: str) -> SaverClosedError:
     return SaverClosedError(f"{owner} is closed; create or open a new one")
+
+
+def check_event_loop(loop: object) -> None:
+    """psycopg's async connections need a selector event loop; Windows' default, the
+    ProactorEventLoop, cannot wait on sockets the way they do. Say so, and how to fix it, before
+    a connection fails deep inside psycopg."""
+    if any(cls.__name__ == "ProactorEventLoop" for cls in type(loop).__mro__):
+        raise EventLoopError(
+            "AsyncPostgresSaver cannot run on the ProactorEventLoop (Windows' default): psycopg "
+            "needs a selector event loop. Before starting the loop, call "
+            "asyncio.set_event_loop_policy(asyncio.WindowsSelectorEventLoopPolicy()), or pass "
+            "loop_factory=asyncio.SelectorEventLoop to asyncio.run() (Python 3.12+); with uvicorn, "
+            "run it with --loop asyncio on such a policy, or use the sync PostgresSaver"
+        )

@@ -56,6 +56,8 @@ from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, so
 # [async-only]
 import asyncio
 
+from ._driver import check_event_loop
+
 _sleep = asyncio.sleep
 # [/async-only]
 # [sync-only]
@@ -116,6 +118,8 @@ class AsyncDriver:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+        if self.loop is not None:
+            check_event_loop(self.loop)
         # [/async-only]
         # [sync-only]
         # self._lock = threading.Lock()
@@ -143,6 +147,7 @@ class AsyncDriver:
         """Open the pool made for the saver (a pool or connection of the caller's is left alone)."""
         # [async-only]
         self.loop = asyncio.get_running_loop()
+        check_event_loop(self.loop)
         # [/async-only]
         if self.owns_pool and self.pool is not None:
             if self.pool.closed and self.state.opened_once:
@@ -168,6 +173,7 @@ class AsyncDriver:
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
+            check_event_loop(self.loop)
         # [/async-only]
         if self.pool is not None:
             # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
@@ -342,6 +348,7 @@ class AsyncDriver:
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
+            check_event_loop(self.loop)
         # [/async-only]
         conn = await self._getconn(pool)
         try:

@@ -59,6 +59,11 @@ class SaverClosedError(PgSaverError, RuntimeError):
     """The saver was closed (or never opened) and cannot run queries."""
 
 
+class EventLoopError(PgSaverError, RuntimeError):
+    """The async saver was used on an event loop psycopg cannot run on (Windows' default
+    ProactorEventLoop)."""
+
+
 class InvalidInputError(PgSaverError, ValueError):
     """An argument cannot be stored as given; nothing was written."""
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 import random
@@ -20,7 +21,13 @@ from pgserver import Server, from_local_binaries
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from typing_extensions import TypedDict
 
-from langgraph_pg_saver import NO_RETRY, AsyncPostgresSaver, PostgresSaver, RetryPolicy
+from langgraph_pg_saver import (
+    NO_RETRY,
+    AsyncPostgresSaver,
+    EventLoopError,
+    PostgresSaver,
+    RetryPolicy,
+)
 from langgraph_pg_saver.retry import is_transient
 
 
@@ -354,3 +361,21 @@ def test_a_server_restart_in_the_middle_of_a_long_run(own_server: Server) -> Non
         assert len(state.values["log"]) == 200
         loop_graph().compile(checkpointer=saver).invoke({"log": [], "limit": 100}, config("calm"))
         assert history(graph, cfg) == history(graph, config("calm"))
+
+
+class ProactorEventLoop(asyncio.SelectorEventLoop):
+    """Named as Windows' default loop, which psycopg cannot use (this one works: the check goes by
+    the class, as on Windows, where asyncio.ProactorEventLoop is the real one)."""
+
+
+def test_the_async_saver_names_the_fix_on_the_proactor_event_loop(db_dsn: str) -> None:
+    async def use() -> None:
+        async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
+            await saver.aget_tuple(config("t"))
+
+    with (
+        asyncio.Runner(loop_factory=ProactorEventLoop) as runner,
+        pytest.raises(EventLoopError, match="WindowsSelectorEventLoopPolicy"),
+    ):
+        runner.run(use())
+    asyncio.run(use())  # a selector loop is fine
