@@ -3,6 +3,7 @@
 from ._lifecycle import Report
 from .aio import AsyncPostgresSaver
 from .errors import (
+    ConnectionTimeoutError,
     DeltaDependencyError,
     EventLoopError,
     InvalidInputError,
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_RETRY",
     "NO_RETRY",
     "AsyncPostgresSaver",
+    "ConnectionTimeoutError",
     "DeltaDependencyError",
     "EventLoopError",
     "InvalidInputError",

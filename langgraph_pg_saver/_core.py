@@ -149,6 +149,9 @@ KEEPALIVES = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
+#: and a connection attempt that gets no answer gives up after this many seconds (libpq's own
+#: default waits for the operating system: minutes, for an address that drops packets)
+CONNECT_TIMEOUT = 10
 
 
 def connect_kwargs(
@@ -163,7 +166,8 @@ def connect_kwargs(
         in_dsn = conninfo_to_dict(conn_string)
     except Exception:  # psycopg reports a malformed string when connecting
         in_dsn = {}
-    kwargs: dict[str, Any] = {k: v for k, v in KEEPALIVES.items() if k not in in_dsn}
+    defaults = {**KEEPALIVES, "connect_timeout": CONNECT_TIMEOUT}
+    kwargs: dict[str, Any] = {k: v for k, v in defaults.items() if k not in in_dsn}
     kwargs.update(autocommit=True, prepare_threshold=prepare_threshold)
     kwargs.update(given or {})
     return kwargs

@@ -15,7 +15,7 @@ from typing import Any, overload
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
-from .errors import EventLoopError, SaverClosedError
+from .errors import ConnectionTimeoutError, EventLoopError, SaverClosedError
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
@@ -125,11 +125,15 @@ class State:
     """Open or closed, shared by a driver's users: LangGraph clones savers (``with_allowlist`` in
     strict msgpack mode), and a clone must see the original being opened or closed."""
 
-    __slots__ = ("closed", "opened_once")
+    __slots__ = ("closed", "inflight", "opened_once", "retries")
 
     def __init__(self, closed: bool) -> None:
         self.closed = closed
         self.opened_once = False
+        #: the connections operations are running on now (close cancels what is left on them)
+        self.inflight: set[Any] = set()
+        #: calls rerun after a transient error, since the saver was made
+        self.retries = 0
 
 
 def closed_error(owner: str) -> SaverClosedError:
@@ -148,3 +152,29 @@ def check_event_loop(loop: object) -> None:
             "loop_factory=asyncio.SelectorEventLoop to asyncio.run() (Python 3.12+); with uvicorn, "
             "run it with --loop asyncio on such a policy, or use the sync PostgresSaver"
         )
+
+
+def describe_target(conninfo: str) -> str:
+    """``host:port/dbname`` of a connection string, for errors (never the password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except Exception:
+        return "the server"
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    port = params.get("port") or "5432"
+    return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+def timeout_error(pool: Any, waited: float, cause: BaseException) -> ConnectionTimeoutError:
+    """The error for a pool that gave no connection in time: where to, how long, and the last
+    connection error the pool met (from_conn_string's pools record it)."""
+    target = describe_target(pool.conninfo if isinstance(pool.conninfo, str) else "")
+    last = getattr(pool, "last_connect_error", None)
+    why = f"; the last connection attempt failed: {last}" if last else ""
+    return ConnectionTimeoutError(
+        f"no connection to {target} within {waited:.1f} s (pool {pool.name!r} of up to "
+        f"{pool.max_size}){why}. The pool's wait is from_conn_string's timeout= (or the pool's "
+        f"own); {cause}"
+    )

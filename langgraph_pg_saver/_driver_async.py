@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, errors
 from psycopg.rows import TupleRow, tuple_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from . import _lifecycle, _migrate
 from ._driver import (
@@ -47,6 +48,7 @@ from ._driver import (
     needs_pooler_check,
     params_nbytes,
     rows_nbytes,
+    timeout_error,
 )
 from ._sql import Queries
 from .errors import PgSaverError, SaverClosedError
@@ -62,13 +64,16 @@ _sleep = asyncio.sleep
 # [/async-only]
 # [sync-only]
 # import threading
-# import time
 #
 # _sleep = time.sleep
 # [/sync-only]
 # isort: on
 
 logger = logging.getLogger(__name__)
+
+#: how long close() waits for running operations before it cancels them, by default
+CLOSE_TIMEOUT = 5.0
+_monotonic = time.monotonic
 
 _MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
 # what _run returns
@@ -158,9 +163,23 @@ class AsyncDriver:
             await self.pool.open(wait=wait, timeout=timeout)
         self.state.closed = False
 
-    async def close(self) -> None:
-        """Refuse new operations; close the pool only if it was made for the saver."""
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Refuse new operations; wait up to ``timeout`` seconds (None: as long as it takes) for
+        the ones running, then cancel what is left on the server and wait for it to end, so that
+        nothing of this saver commits after close returns; close the pool only if it was made
+        for the saver."""
         self.state.closed = True
+        inflight = self.state.inflight
+        if inflight:
+            loop_time = _monotonic()
+            while inflight and (timeout is None or _monotonic() - loop_time < timeout):
+                await _sleep(0.005)
+            for conn in list(inflight):
+                with contextlib.suppress(Exception):
+                    await conn.cancel_safe(timeout=2.0)
+            cancelled = _monotonic()
+            while inflight and _monotonic() - cancelled < 10.0:
+                await _sleep(0.005)
         if self.owns_pool and self.pool is not None:
             await self.pool.close()
 
@@ -179,14 +198,20 @@ class AsyncDriver:
             # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
             # the driver's statements run in autocommit or in transaction blocks of their own
             conn = await self._getconn(self.pool)
+            self.state.inflight.add(conn)
             try:
                 yield conn
             finally:
+                self.state.inflight.discard(conn)
                 await self.pool.putconn(conn)
         else:
             assert self.conn is not None
             async with self._lock:
-                yield self.conn
+                self.state.inflight.add(self.conn)
+                try:
+                    yield self.conn
+                finally:
+                    self.state.inflight.discard(self.conn)
 
     async def _getconn(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
         """A connection of the pool, never one the server has ended while it sat idle.
@@ -199,7 +224,7 @@ class AsyncDriver:
         """
         conn: AsyncConnection[Any]
         for _ in range(pool.max_size + 1):
-            conn = await pool.getconn()
+            conn = await self._getconn_unchecked(pool)
             if not socket_readable(conn):
                 return conn
             try:
@@ -208,7 +233,19 @@ class AsyncDriver:
                 await pool.putconn(conn)  # broken: the pool discards and replaces it
                 continue
             return conn
-        conn = await pool.getconn()
+        conn = await self._getconn_unchecked(pool)
+        return conn
+
+    async def _getconn_unchecked(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+        started = _monotonic()
+        try:
+            conn: AsyncConnection[Any] = await pool.getconn()
+        except PoolClosed as exc:
+            if self.state.closed:
+                raise closed_error(self.owner) from exc
+            raise
+        except PoolTimeout as exc:
+            raise timeout_error(pool, _monotonic() - started, exc) from exc
         return conn
 
     @asynccontextmanager
@@ -301,6 +338,9 @@ class AsyncDriver:
             except Exception as exc:
                 retry += 1
                 if not await self._may_retry(exc, retry):
+                    if self.state.closed and not isinstance(exc, PgSaverError):
+                        # cancelled by close(), or its pool closed under it
+                        raise closed_error(self.owner) from exc
                     raise
 
     async def _may_retry(self, exc: Exception, retry: int) -> bool:
@@ -327,6 +367,7 @@ class AsyncDriver:
             with contextlib.suppress(Exception):
                 await self.pool.check()
         await _sleep(self.retry.delay(retry))
+        self.state.retries += 1
         return not self.state.closed
 
     async def _run_once(
@@ -351,6 +392,8 @@ class AsyncDriver:
             check_event_loop(self.loop)
         # [/async-only]
         conn = await self._getconn(pool)
+        inflight = self.state.inflight
+        inflight.add(conn)
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
@@ -374,6 +417,7 @@ class AsyncDriver:
                 await cur.close()
             return result
         finally:
+            inflight.discard(conn)
             await pool.putconn(conn)
 
     # ------------------------------------------------------------------ lifecycle steps
@@ -398,6 +442,8 @@ class AsyncDriver:
             except Exception as exc:
                 retry += 1
                 if not await self._may_retry(exc, retry):
+                    if self.state.closed and not isinstance(exc, PgSaverError):
+                        raise closed_error(self.owner) from exc
                     raise
 
     async def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
@@ -417,6 +463,39 @@ class AsyncDriver:
                 for stmt in step.statements:
                     await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return await _rows(cur)
+
+    # ------------------------------------------------------------------ health
+
+    async def healthcheck(self) -> dict[str, Any]:
+        """One round trip, no retry: whether the server answers and the schema is current."""
+        started = _monotonic()
+        report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
+        try:
+            async with self.cursor() as cur:
+                applied = await _read_applied(cur, self.q)
+            report["reachable"] = True
+            report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
+            report["schema_current"] = applied is not None and not _migrate.pending(
+                self.q.schema, applied
+            )
+            report["ok"] = report["schema_current"]
+            if not report["schema_current"]:
+                report["error"] = "the schema needs setup() (migrations are pending)"
+        except Exception as exc:
+            report["error"] = f"{type(exc).__name__}: {exc}".strip()
+        report["stats"] = self.stats()
+        return report
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's figures (psycopg_pool's get_stats) and the saver's own."""
+        out: dict[str, Any] = {
+            "closed": self.state.closed,
+            "running": len(self.state.inflight),
+            "retries": self.state.retries,
+        }
+        if self.pool is not None:
+            out["pool"] = dict(self.pool.get_stats())
+        return out
 
     # ------------------------------------------------------------------ migrations
 

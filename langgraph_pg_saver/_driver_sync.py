@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import Connection, Cursor, errors
 from psycopg.rows import TupleRow, tuple_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from . import _lifecycle, _migrate
 from ._driver import (
@@ -34,6 +35,7 @@ from ._driver import (
     needs_pooler_check,
     params_nbytes,
     rows_nbytes,
+    timeout_error,
 )
 from ._sql import Queries
 from .errors import PgSaverError, SaverClosedError
@@ -41,12 +43,15 @@ from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, so
 
 # isort: off
 import threading
-import time
 
 _sleep = time.sleep
 # isort: on
 
 logger = logging.getLogger(__name__)
+
+#: how long close() waits for running operations before it cancels them, by default
+CLOSE_TIMEOUT = 5.0
+_monotonic = time.monotonic
 
 _MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
 # what _run returns
@@ -121,9 +126,23 @@ class Driver:
             self.pool.open(wait=wait, timeout=timeout)
         self.state.closed = False
 
-    def close(self) -> None:
-        """Refuse new operations; close the pool only if it was made for the saver."""
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Refuse new operations; wait up to ``timeout`` seconds (None: as long as it takes) for
+        the ones running, then cancel what is left on the server and wait for it to end, so that
+        nothing of this saver commits after close returns; close the pool only if it was made
+        for the saver."""
         self.state.closed = True
+        inflight = self.state.inflight
+        if inflight:
+            loop_time = _monotonic()
+            while inflight and (timeout is None or _monotonic() - loop_time < timeout):
+                _sleep(0.005)
+            for conn in list(inflight):
+                with contextlib.suppress(Exception):
+                    conn.cancel_safe(timeout=2.0)
+            cancelled = _monotonic()
+            while inflight and _monotonic() - cancelled < 10.0:
+                _sleep(0.005)
         if self.owns_pool and self.pool is not None:
             self.pool.close()
 
@@ -137,14 +156,20 @@ class Driver:
             # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
             # the driver's statements run in autocommit or in transaction blocks of their own
             conn = self._getconn(self.pool)
+            self.state.inflight.add(conn)
             try:
                 yield conn
             finally:
+                self.state.inflight.discard(conn)
                 self.pool.putconn(conn)
         else:
             assert self.conn is not None
             with self._lock:
-                yield self.conn
+                self.state.inflight.add(self.conn)
+                try:
+                    yield self.conn
+                finally:
+                    self.state.inflight.discard(self.conn)
 
     def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
         """A connection of the pool, never one the server has ended while it sat idle.
@@ -157,7 +182,7 @@ class Driver:
         """
         conn: Connection[Any]
         for _ in range(pool.max_size + 1):
-            conn = pool.getconn()
+            conn = self._getconn_unchecked(pool)
             if not socket_readable(conn):
                 return conn
             try:
@@ -166,7 +191,19 @@ class Driver:
                 pool.putconn(conn)  # broken: the pool discards and replaces it
                 continue
             return conn
-        conn = pool.getconn()
+        conn = self._getconn_unchecked(pool)
+        return conn
+
+    def _getconn_unchecked(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+        started = _monotonic()
+        try:
+            conn: Connection[Any] = pool.getconn()
+        except PoolClosed as exc:
+            if self.state.closed:
+                raise closed_error(self.owner) from exc
+            raise
+        except PoolTimeout as exc:
+            raise timeout_error(pool, _monotonic() - started, exc) from exc
         return conn
 
     @contextmanager
@@ -257,6 +294,9 @@ class Driver:
             except Exception as exc:
                 retry += 1
                 if not self._may_retry(exc, retry):
+                    if self.state.closed and not isinstance(exc, PgSaverError):
+                        # cancelled by close(), or its pool closed under it
+                        raise closed_error(self.owner) from exc
                     raise
 
     def _may_retry(self, exc: Exception, retry: int) -> bool:
@@ -283,6 +323,7 @@ class Driver:
             with contextlib.suppress(Exception):
                 self.pool.check()
         _sleep(self.retry.delay(retry))
+        self.state.retries += 1
         return not self.state.closed
 
     def _run_once(
@@ -302,6 +343,8 @@ class Driver:
                 cur.execute(upsert or query, params)
                 return _fetch(cur, returns)
         conn = self._getconn(pool)
+        inflight = self.state.inflight
+        inflight.add(conn)
         try:
             if not conn.autocommit:
                 with self.cursor_on(conn) as cur:
@@ -325,6 +368,7 @@ class Driver:
                 cur.close()
             return result
         finally:
+            inflight.discard(conn)
             pool.putconn(conn)
 
     # ------------------------------------------------------------------ lifecycle steps
@@ -349,6 +393,8 @@ class Driver:
             except Exception as exc:
                 retry += 1
                 if not self._may_retry(exc, retry):
+                    if self.state.closed and not isinstance(exc, PgSaverError):
+                        raise closed_error(self.owner) from exc
                     raise
 
     def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
@@ -368,6 +414,39 @@ class Driver:
                 for stmt in step.statements:
                     cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return _rows(cur)
+
+    # ------------------------------------------------------------------ health
+
+    def healthcheck(self) -> dict[str, Any]:
+        """One round trip, no retry: whether the server answers and the schema is current."""
+        started = _monotonic()
+        report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
+        try:
+            with self.cursor() as cur:
+                applied = _read_applied(cur, self.q)
+            report["reachable"] = True
+            report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
+            report["schema_current"] = applied is not None and not _migrate.pending(
+                self.q.schema, applied
+            )
+            report["ok"] = report["schema_current"]
+            if not report["schema_current"]:
+                report["error"] = "the schema needs setup() (migrations are pending)"
+        except Exception as exc:
+            report["error"] = f"{type(exc).__name__}: {exc}".strip()
+        report["stats"] = self.stats()
+        return report
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's figures (psycopg_pool's get_stats) and the saver's own."""
+        out: dict[str, Any] = {
+            "closed": self.state.closed,
+            "running": len(self.state.inflight),
+            "retries": self.state.retries,
+        }
+        if self.pool is not None:
+            out["pool"] = dict(self.pool.get_stats())
+        return out
 
     # ------------------------------------------------------------------ migrations
 

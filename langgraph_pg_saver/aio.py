@@ -38,7 +38,7 @@ from ._base import (
     POOL_MAX_LIFETIME,
     SaverBase,
 )
-from ._driver_async import AsyncDriver
+from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
 from ._lifecycle import Report
 from .errors import ParentCheckpointMissingError
 from .pool import AsyncLifoConnectionPool
@@ -155,6 +155,7 @@ class AsyncPostgresSaver(SaverBase):
         pool_kwargs: dict[str, Any] | None = None,
         connect_kwargs: dict[str, Any] | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 30.0,
     ) -> AsyncPostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -174,9 +175,14 @@ class AsyncPostgresSaver(SaverBase):
         ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
         idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
         ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
+
+        ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
+        ``ConnectionTimeoutError``, which names the server, the wait and the last connection
+        error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
         kwargs = _core.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
         options: dict[str, Any] = {
+            "timeout": timeout,
             "max_idle": POOL_MAX_IDLE,
             "max_lifetime": POOL_MAX_LIFETIME,
             **(pool_kwargs or {}),
@@ -199,9 +205,25 @@ class AsyncPostgresSaver(SaverBase):
         await self._driver.open(wait=wait, timeout=timeout)
         return self
 
-    async def close(self) -> None:
-        """Close the saver; closes the pool only if ``from_conn_string`` created it."""
-        await self._driver.close()
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
+        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
+        and close returns only once they have ended, so nothing of this saver commits after it
+        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
+        it."""
+        await self._driver.close(timeout)
+
+    async def ahealthcheck(self) -> dict[str, Any]:
+        """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
+        current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
+        and ``stats`` (see :meth:`stats`)."""
+        return await self._driver.healthcheck()
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
+        (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
+        a pool)."""
+        return self._driver.stats()
 
     async def __aenter__(self) -> AsyncPostgresSaver:
         if self._driver.closed:
@@ -459,4 +481,5 @@ class AsyncPostgresSaver(SaverBase):
     copy_thread = _bridged("copy_thread")
     delete_for_runs = _bridged("delete_for_runs")
     retention = _bridged("retention")
+    healthcheck = _bridged("healthcheck")
     # [/async-only]

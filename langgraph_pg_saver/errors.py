@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from psycopg_pool import PoolTimeout
+
 
 class PgSaverError(Exception):
     """Base class of every error this package raises on its own account."""
@@ -57,6 +59,11 @@ class SchemaTooNewError(SchemaError):
 
 class SaverClosedError(PgSaverError, RuntimeError):
     """The saver was closed (or never opened) and cannot run queries."""
+
+
+class ConnectionTimeoutError(PgSaverError, PoolTimeout):
+    """No connection within the pool's timeout: names the server, the time waited and the last
+    connection error. A ``psycopg_pool.PoolTimeout``, as before."""
 
 
 class EventLoopError(PgSaverError, RuntimeError):

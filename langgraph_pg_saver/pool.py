@@ -49,6 +49,11 @@ _CONNECT_DELAYS = (0.02, 0.06, 0.15)
 __all__ = ["AsyncLifoConnectionPool", "LifoConnectionPool"]
 
 
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _newest_to_front(pool: object) -> None:
     """Move the most recently returned idle connection to where getconn takes from."""
     ready = getattr(pool, "_pool", None)
@@ -66,14 +71,21 @@ class LifoConnectionPool(ConnectionPool[CT]):
             _newest_to_front(self)
         return super()._get_ready_connection(timeout)
 
+    #: the error of the last failed connection attempt, for the driver's timeout error
+    last_connect_error: str | None = None
+
     def _connect(self, timeout: float | None = None) -> CT:
         for attempt in range(_CONNECT_TRIES):
             try:
-                return super()._connect(timeout)
+                conn = super()._connect(timeout)
             except Exception as exc:
+                self.last_connect_error = _describe(exc)
                 if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
                     raise
                 time.sleep(_CONNECT_DELAYS[attempt])
+            else:
+                self.last_connect_error = None
+                return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -86,12 +98,18 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
             _newest_to_front(self)
         return await super()._get_ready_connection(timeout)
 
+    last_connect_error: str | None = None
+
     async def _connect(self, timeout: float | None = None) -> ACT:
         for attempt in range(_CONNECT_TRIES):
             try:
-                return await super()._connect(timeout)
+                conn = await super()._connect(timeout)
             except Exception as exc:
+                self.last_connect_error = _describe(exc)
                 if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
                     raise
                 await asyncio.sleep(_CONNECT_DELAYS[attempt])
+            else:
+                self.last_connect_error = None
+                return conn
         raise AssertionError("unreachable")  # pragma: no cover

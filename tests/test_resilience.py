@@ -17,16 +17,18 @@ import pytest
 from helpers import checkpoint, config
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from pgserver import Server, from_local_binaries
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from pgserver import Server, free_port, from_local_binaries
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from typing_extensions import TypedDict
 
 from langgraph_pg_saver import (
     NO_RETRY,
     AsyncPostgresSaver,
+    ConnectionTimeoutError,
     EventLoopError,
     PostgresSaver,
     RetryPolicy,
+    SaverClosedError,
 )
 from langgraph_pg_saver.retry import is_transient
 
@@ -379,3 +381,106 @@ def test_the_async_saver_names_the_fix_on_the_proactor_event_loop(db_dsn: str) -
     ):
         runner.run(use())
     asyncio.run(use())  # a selector loop is fine
+
+
+# ---------------------------------------------------------------- outages and shutdown
+
+
+def test_close_cancels_a_blocked_put_and_nothing_commits_after_it(db_dsn: str) -> None:
+    saver = PostgresSaver.from_conn_string(db_dsn).open()
+    saver.get_tuple(config("warm"))
+    result: dict[str, Any] = {}
+    with psycopg.connect(db_dsn) as blocker:
+        blocker.execute("LOCK TABLE pgsaver_checkpoints IN SHARE MODE")
+
+        def put() -> None:
+            try:
+                saver.put(config("late"), checkpoint({"a": 1}), {}, {"a": 1})
+            except Exception as exc:
+                result["error"] = exc
+
+        worker = threading.Thread(target=put)
+        worker.start()
+        time.sleep(0.3)  # waiting on the lock now
+        started = time.monotonic()
+        saver.close(timeout=0.2)
+        took = time.monotonic() - started
+        worker.join(5)
+        assert not worker.is_alive()
+        blocker.rollback()
+    assert isinstance(result.get("error"), SaverClosedError), result
+    assert 0.2 <= took < 5.0
+    with psycopg.connect(db_dsn) as conn:
+        time.sleep(0.2)
+        row = conn.execute(
+            "SELECT count(*) FROM pgsaver_checkpoints WHERE thread_id = 'late'"
+        ).fetchone()
+        assert row == (0,)
+    with pytest.raises(SaverClosedError):
+        saver.get_tuple(config("warm"))
+
+
+async def test_async_close_waits_for_running_calls_then_cancels(db_dsn: str) -> None:
+    saver = await AsyncPostgresSaver.from_conn_string(db_dsn).open()
+    await saver.aget_tuple(config("warm"))
+    with psycopg.connect(db_dsn) as blocker:
+        blocker.execute("LOCK TABLE pgsaver_checkpoints IN SHARE MODE")
+        task = asyncio.ensure_future(saver.aput(config("late"), checkpoint({"a": 1}), {}, {"a": 1}))
+        await asyncio.sleep(0.3)
+        await saver.close(timeout=0.2)
+        with pytest.raises(SaverClosedError):
+            await task
+        blocker.rollback()
+    with pytest.raises(SaverClosedError):
+        await saver.aget_tuple(config("warm"))
+
+
+def test_a_server_that_does_not_answer_is_named_in_the_timeout(db_dsn: str) -> None:
+    port = free_port()  # nothing listens there
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=nowhere"
+    saver = PostgresSaver.from_conn_string(dsn, timeout=1.0)
+    saver.open(wait=False)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConnectionTimeoutError) as info:
+            saver.get_tuple(config("t"))
+        assert time.monotonic() - started < 5
+        message = str(info.value)
+        assert f"127.0.0.1:{port}/nowhere" in message
+        assert "within 1.0 s" in message or "within 1.1 s" in message
+        assert "refused" in message.lower(), message
+        assert isinstance(info.value, PoolTimeout)  # what callers caught before
+        report = saver.healthcheck()
+        assert report["ok"] is False
+        assert report["reachable"] is False
+        assert "ConnectionTimeoutError" in report["error"]
+    finally:
+        saver.close()
+
+
+def test_healthcheck_and_stats(db_dsn: str, empty_db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=3) as saver:
+        report = saver.healthcheck()
+        assert report["ok"] is True
+        assert report["reachable"] is True
+        assert report["schema_current"] is True
+        assert report["round_trip_ms"] > 0
+        assert report["stats"]["pool"]["pool_max"] == 3
+        assert saver.stats()["retries"] == 0
+        # a retry shows in the figures
+        result = _killed_while_waiting(db_dsn, saver)
+        assert "config" in result, result
+        assert saver.stats()["retries"] >= 1
+    with PostgresSaver.from_conn_string(empty_db_dsn) as fresh:
+        report = fresh.healthcheck()
+        assert report["reachable"] is True
+        assert report["schema_current"] is False
+        assert report["ok"] is False
+        assert "setup()" in report["error"]
+
+
+async def test_async_healthcheck(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
+        report = await saver.ahealthcheck()
+        assert report["ok"] is True
+        assert saver.stats()["closed"] is False

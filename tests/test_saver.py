@@ -506,6 +506,8 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "copy_thread": "acopy_thread",
         "delete_for_runs": "adelete_for_runs",
         "retention": "aretention",
+        "healthcheck": "ahealthcheck",
+        "stats": "stats",
     }
     for sync_name, async_name in pairs.items():
         s = inspect.signature(getattr(PostgresSaver, sync_name))
@@ -525,6 +527,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "copy_thread",
         "delete_for_runs",
         "retention",
+        "healthcheck",
     ):
         assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(
             getattr(AsyncPostgresSaver, name)
@@ -532,8 +535,8 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
     public_sync = {n for n in dir(PostgresSaver) if not n.startswith("_")}
     public_async = {n for n in dir(AsyncPostgresSaver) if not n.startswith("_")}
     assert public_sync - public_async == set()
-    # the async saver adds its loop and the async twin of our own extension
-    assert public_async - public_sync <= {"loop", "aretention"}
+    # the async saver adds its loop and the async twins of our own extensions
+    assert public_async - public_sync <= {"loop", "aretention", "ahealthcheck"}
 
 
 def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) -> None:

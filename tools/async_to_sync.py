@@ -73,6 +73,7 @@ _SAVER_METHODS = {
         "copy_thread",
         "delete_for_runs",
         "retention",
+        "healthcheck",
     )
 }
 
