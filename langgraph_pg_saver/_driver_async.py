@@ -51,7 +51,7 @@ from ._driver import (
     timeout_error,
 )
 from ._sql import Queries
-from .errors import PgSaverError, SaverClosedError
+from .errors import PgSaverError, PrivilegeError, SaverClosedError
 from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
 # isort: off
@@ -341,7 +341,29 @@ class AsyncDriver:
                     if self.state.closed and not isinstance(exc, PgSaverError):
                         # cancelled by close(), or its pool closed under it
                         raise closed_error(self.owner) from exc
+                    if isinstance(exc, errors.InsufficientPrivilege):
+                        raise await self._privilege_error(exc) from exc
                     raise
+
+    async def _privilege_error(self, exc: errors.InsufficientPrivilege) -> PrivilegeError:
+        """Name the table and the privilege the role lacks (Postgres names the table only)."""
+        missing: list[tuple[str, str]] = []
+        try:
+            async with self.cursor() as cur:
+                await cur.execute(
+                    self.q["missing_privileges"], {"schema": self.q.schema}, prepare=False
+                )
+                missing = [(str(r[0]), str(r[1])) for r in await cur.fetchall()]
+        except Exception:  # the error to raise is the permission error
+            logger.debug("could not list the missing privileges", exc_info=True)
+        lacking = ", ".join(f"{priv} on {table}" for table, priv in missing) or "unknown"
+        return PrivilegeError(
+            f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
+            f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
+            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, and SELECT on "
+            "pgsaver_migrations (README, 'Least privilege')",
+            missing,
+        )
 
     async def _may_retry(self, exc: Exception, retry: int) -> bool:
         """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
@@ -444,6 +466,8 @@ class AsyncDriver:
                 if not await self._may_retry(exc, retry):
                     if self.state.closed and not isinstance(exc, PgSaverError):
                         raise closed_error(self.owner) from exc
+                    if isinstance(exc, errors.InsufficientPrivilege):
+                        raise await self._privilege_error(exc) from exc
                     raise
 
     async def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
@@ -502,6 +526,18 @@ class AsyncDriver:
     async def migrate(self, *, check: bool) -> None:
         """Apply the pending migrations under the migration lock (see ``_migrate``); with ``check``,
         change nothing and raise unless the schema is current."""
+        try:
+            await self._migrate(check=check)
+        except errors.InsufficientPrivilege as exc:
+            raise PrivilegeError(
+                f"{self.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
+                f"schema's migrations needs a role that may create tables in schema "
+                f"{self.q.schema} (and the schema itself if it does not exist). Run setup() once "
+                "with such a role (a deploy step), and setup(check=True) in the application "
+                "(README, 'Least privilege')"
+            ) from exc
+
+    async def _migrate(self, *, check: bool) -> None:
         q = self.q
         async with self.cursor() as cur:
             applied = await _read_applied(cur, q)

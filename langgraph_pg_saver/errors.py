@@ -66,6 +66,15 @@ class ConnectionTimeoutError(PgSaverError, PoolTimeout):
     connection error. A ``psycopg_pool.PoolTimeout``, as before."""
 
 
+class PrivilegeError(PgSaverError):
+    """The saver's role lacks a privilege a call needs. ``missing`` lists (table, privilege)
+    pairs the role lacks among those the runtime role needs (README, "Least privilege")."""
+
+    def __init__(self, message: str, missing: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+
 class EventLoopError(PgSaverError, RuntimeError):
     """The async saver was used on an event loop psycopg cannot run on (Windows' default
     ProactorEventLoop)."""

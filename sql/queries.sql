@@ -869,3 +869,20 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 -- differs from the process id the connection was told at start-up, which is the proxy's own cancel
 -- key: the driver then stops preparing statements on that connection (see _driver.pooler_check).
 SELECT pg_backend_pid()
+
+-- name: missing_privileges
+-- After a permission error: which of the privileges the runtime role needs it lacks, per table
+-- (README, "Least privilege"). Names the tables of this schema; never fails on a missing one.
+SELECT t.name, p.privilege
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes']) AS t(name)
+CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
+WHERE to_regclass(%(schema)s || '.' || t.name) IS NOT NULL
+  AND NOT has_table_privilege(to_regclass(%(schema)s || '.' || t.name), p.privilege)
+UNION ALL
+SELECT 'pgsaver_migrations', 'SELECT'
+WHERE to_regclass(%(schema)s || '.pgsaver_migrations') IS NOT NULL
+  AND NOT has_table_privilege(to_regclass(%(schema)s || '.pgsaver_migrations'), 'SELECT')
+UNION ALL
+SELECT 'schema ' || %(schema)s, 'USAGE'
+WHERE NOT has_schema_privilege(%(schema)s, 'USAGE')
+ORDER BY 1, 2

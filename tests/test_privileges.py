@@ -1,0 +1,187 @@
+"""Least privilege: the savers run under a role with only SELECT, INSERT, UPDATE and DELETE on their
+tables (the GRANTs of the README), and a role that lacks one gets an error naming what it lacks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import approval, delta_chat, two_nodes
+from helpers import checkpoint, config
+from langgraph.types import Command
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver, PrivilegeError
+
+TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
+
+#: the README's GRANTs for the runtime role, for schema public
+RUNTIME_GRANTS = (
+    "GRANT USAGE ON SCHEMA public TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes"
+    " TO {role}",
+    "GRANT SELECT ON pgsaver_migrations TO {role}",
+)
+
+
+@pytest.fixture
+def runtime(db_dsn: str) -> Iterator[tuple[str, str]]:
+    """A login role with the runtime GRANTs only, and a DSN that connects as it."""
+    role = f"lgps_rt_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        for grant in RUNTIME_GRANTS:
+            admin.execute(grant.format(role=role))
+    params = conninfo_to_dict(db_dsn)
+    params["user"] = role
+    try:
+        yield make_conninfo(**params), role  # type: ignore[arg-type]
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+            )
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
+def _cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_graphs_and_lifecycle_run_under_the_runtime_role(runtime: tuple[str, str]) -> None:
+    dsn, role = runtime
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()  # the schema is current: a check, which the runtime role may do
+        saver.verify_schema()
+        graph = two_nodes().compile(checkpointer=saver)
+        graph.invoke({"foo": "", "bar": []}, _cfg("g"))
+        assert graph.get_state(_cfg("g")).values == {"foo": "b", "bar": ["a", "b"]}
+        history = list(graph.get_state_history(_cfg("g")))
+        assert len(history) == 4
+        graph.update_state(history[1].config, {"foo": "forked"})
+        chat = delta_chat().compile(checkpointer=saver)
+        for _ in range(4):
+            chat.invoke({"messages": ["hi"]}, _cfg("c"))
+        asked = approval().compile(checkpointer=saver)
+        asked.invoke({"request": "r"}, _cfg("a"))
+        asked.invoke(Command(resume="yes"), _cfg("a"))
+        assert asked.get_state(_cfg("a")).values["answer"] == "yes"
+        assert list(saver.list(None, filter={"source": "loop", "step": 0}))
+        assert list(saver.list(None, filter={"missing": None}, limit=2))
+        saver.copy_thread("c", "c2")
+        saver.prune(["c"])
+        saver.retention(thread_ids=["c2"], keep_last=1)
+        run_id = str(uuid.uuid4())
+        saver.put(config("r"), checkpoint({"a": 1}), {"run_id": run_id}, {"a": 1})
+        saver.delete_for_runs([run_id])
+        saver.delete_thread("g")
+        assert saver.get_tuple(_cfg("g")) is None
+        assert len(chat.get_state(_cfg("c")).values["messages"]) == 8
+        assert saver.healthcheck()["ok"] is True
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT current_user").fetchone()
+        assert row == (role,)
+
+
+async def test_async_graphs_run_under_the_runtime_role(runtime: tuple[str, str]) -> None:
+    dsn, _ = runtime
+    async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
+        await saver.setup()
+        chat = delta_chat().compile(checkpointer=saver)
+        for _ in range(3):
+            await chat.ainvoke({"messages": ["hi"]}, _cfg("c"))
+        assert (await chat.aget_state(_cfg("c"))).values["turns"] == 3
+        await saver.aprune(["c"])
+        await saver.adelete_thread("c")
+        assert await saver.aget_tuple(_cfg("c")) is None
+
+
+@pytest.mark.parametrize(
+    ("table", "privilege", "call"),
+    [
+        ("pgsaver_checkpoints", "DELETE", lambda s, st, cp: s.delete_thread("p")),
+        ("pgsaver_writes", "INSERT", lambda s, st, cp: s.put_writes(st, [("a", 2)], "task")),
+        ("pgsaver_blobs", "SELECT", lambda s, st, cp: s.get_tuple(st)),
+        # a put stored again (a retry) takes the new row: an upsert, which needs UPDATE
+        ("pgsaver_checkpoints", "UPDATE", lambda s, st, cp: s.put(config("p"), cp, {}, {"a": 1})),
+    ],
+)
+def test_a_missing_privilege_is_named(
+    runtime: tuple[str, str], db_dsn: str, table: str, privilege: str, call: Any
+) -> None:
+    dsn, role = runtime
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        cp = checkpoint({"a": 1})
+        stored = saver.put(config("p"), cp, {}, {"a": 1})
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(f"REVOKE {privilege} ON {table} FROM {role}")
+        saver._driver.pool.check()  # type: ignore[union-attr]
+        with pytest.raises(PrivilegeError) as info:
+            call(saver, stored, cp)
+        assert (table, privilege) in info.value.missing, info.value.missing
+        assert f"{privilege} on {table}" in str(info.value)
+        assert isinstance(info.value.__cause__, psycopg.errors.InsufficientPrivilege)
+
+
+def test_the_readme_roles_migrate_then_run(empty_db_dsn: str) -> None:
+    """The README's two roles, from an empty database: the migration role creates the schema
+    with setup(); default privileges give the runtime role exactly its four privileges."""
+    suffix = uuid.uuid4().hex[:8]
+    migrate, app = f"lgps_migrate_{suffix}", f"lgps_app_{suffix}"
+    statements = [
+        f"CREATE ROLE {migrate} LOGIN",
+        f"CREATE ROLE {app} LOGIN",
+        f"GRANT USAGE, CREATE ON SCHEMA public TO {migrate}",
+        f"GRANT USAGE ON SCHEMA public TO {app}",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {migrate} IN SCHEMA public"
+        f" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {app}",
+    ]
+    with psycopg.connect(empty_db_dsn, autocommit=True) as admin:
+        for stmt in statements:
+            admin.execute(stmt)
+
+    def as_role(role: str) -> str:
+        params = conninfo_to_dict(empty_db_dsn)
+        params["user"] = role
+        return make_conninfo(**params)  # type: ignore[arg-type]
+
+    try:
+        with (
+            PostgresSaver.from_conn_string(as_role(app)) as saver,
+            pytest.raises(PrivilegeError, match="setup\\(check=True\\) in the application"),
+        ):
+            saver.setup()  # the runtime role cannot create the tables
+        with PostgresSaver.from_conn_string(as_role(migrate)) as saver:
+            saver.setup()
+        with PostgresSaver.from_conn_string(as_role(app)) as saver:
+            saver.setup(check=True)
+            graph = two_nodes().compile(checkpointer=saver)
+            graph.invoke({"foo": "", "bar": []}, _cfg("t"))
+            assert graph.get_state(_cfg("t")).values["bar"] == ["a", "b"]
+            saver.delete_thread("t")
+        with psycopg.connect(empty_db_dsn) as admin:
+            rows = admin.execute(
+                "SELECT table_name, privilege_type FROM information_schema.role_table_grants"
+                " WHERE grantee = %s ORDER BY 1, 2",
+                (app,),
+            ).fetchall()
+        assert {priv for table, priv in rows if table in TABLES} == {
+            "SELECT",
+            "INSERT",
+            "UPDATE",
+            "DELETE",
+        }
+    finally:
+        with psycopg.connect(empty_db_dsn, autocommit=True) as admin:
+            for role in (app, migrate):
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                    (role,),
+                )
+            admin.execute(f"DROP OWNED BY {app}, {migrate}")
+            admin.execute(f"DROP ROLE {app}")
+            admin.execute(f"DROP ROLE {migrate}")
