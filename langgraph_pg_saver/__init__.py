@@ -3,6 +3,7 @@
 from ._lifecycle import Report
 from .aio import AsyncPostgresSaver
 from .errors import (
+    ConcurrentUpdateError,
     ConnectionTimeoutError,
     DeltaDependencyError,
     EventLoopError,
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_RETRY",
     "NO_RETRY",
     "AsyncPostgresSaver",
+    "ConcurrentUpdateError",
     "ConnectionTimeoutError",
     "DeltaDependencyError",
     "EventLoopError",

@@ -25,10 +25,17 @@ class SaverBase(BaseCheckpointSaver[str]):
     _q: Queries
 
     def __init__(
-        self, *, serde: SerializerProtocol | None = None, schema: str = DEFAULT_SCHEMA
+        self,
+        *,
+        serde: SerializerProtocol | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        single_writer: bool = False,
     ) -> None:
         super().__init__(serde=serde)
         self._q = queries_for(schema)
+        if not isinstance(single_writer, bool):
+            raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
+        self.single_writer = single_writer
 
     @property
     def schema(self) -> str:
@@ -42,7 +49,17 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _put_sql(self, put: _core.Batch) -> tuple[bytes, bytes]:
         """put's plain INSERT, and the upsert the driver falls back to on a unique violation."""
         q = self._q
-        return q.render("put_new", blob_rows=put.rows), q.render("put", blob_rows=put.rows)
+        rows, claim = put.rows, put.claim
+        insert = q.render("put_new", blob_rows=rows, claim=claim)
+        return insert, q.render("put", blob_rows=rows, claim=claim)
+
+    def _claims(self, metadata: object) -> bool:
+        """Whether a put must extend its namespace's newest checkpoint: with single_writer, a
+        run's own checkpoints (source "input" and "loop"); a "fork" (a replay from an earlier
+        checkpoint) or an "update" (update_state) may branch anywhere."""
+        if not self.single_writer or not isinstance(metadata, dict):
+            return False
+        return metadata.get("source") in ("input", "loop")
 
     def _put_writes_sql(self, writes: _core.Batch) -> tuple[bytes, bytes | None]:
         """put_writes' statement, and the upsert to fall back to.

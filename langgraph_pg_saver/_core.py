@@ -400,6 +400,8 @@ class Batch(NamedTuple):
     rows: int
     #: put_writes to a special channel (negative idx): always the upsert, whose latest value wins
     special: bool = False
+    #: a put that must extend its namespace's newest checkpoint (single_writer=True)
+    claim: bool = False
 
 
 _BLOB_KEYS = tuple((f"bc{i}", f"bv{i}", f"bt{i}", f"bb{i}") for i in range(VALUES_MAX_ROWS))

@@ -15,7 +15,12 @@ from typing import Any, overload
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
-from .errors import ConnectionTimeoutError, EventLoopError, SaverClosedError
+from .errors import (
+    ConcurrentUpdateError,
+    ConnectionTimeoutError,
+    EventLoopError,
+    SaverClosedError,
+)
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
@@ -177,4 +182,23 @@ def timeout_error(pool: Any, waited: float, cause: BaseException) -> ConnectionT
         f"no connection to {target} within {waited:.1f} s (pool {pool.name!r} of up to "
         f"{pool.max_size}){why}. The pool's wait is from_conn_string's timeout= (or the pool's "
         f"own); {cause}"
+    )
+
+
+#: the SQLSTATE pgsaver_claim_head raises (migration 0004)
+LOST_RACE = "LG001"
+
+
+def concurrent_update_error(exc: Any) -> ConcurrentUpdateError:
+    """The ConcurrentUpdateError for pgsaver_claim_head's exception (its DETAIL holds the keys)."""
+    parts = (getattr(exc.diag, "message_detail", None) or "").split("|")
+    thread, ns, parent, newest, child = (parts + [""] * 5)[:5]
+    message = getattr(exc.diag, "message_primary", None) or str(exc)
+    return ConcurrentUpdateError(
+        f"{message}; nothing of this put was stored (single_writer=True: one writer per thread)",
+        thread,
+        ns,
+        parent or None,
+        newest,
+        child,
     )

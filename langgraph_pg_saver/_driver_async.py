@@ -36,12 +36,14 @@ from . import _lifecycle, _migrate
 from ._driver import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
+    LOST_RACE,
     Params,
     Row,
     State,
     behind_pooler,
     can_restore,
     closed_error,
+    concurrent_update_error,
     in_pipeline,
     kept_cursor,
     needs_autocommit_switch,
@@ -343,6 +345,8 @@ class AsyncDriver:
                         raise closed_error(self.owner) from exc
                     if isinstance(exc, errors.InsufficientPrivilege):
                         raise await self._privilege_error(exc) from exc
+                    if getattr(exc, "sqlstate", None) == LOST_RACE:
+                        raise concurrent_update_error(exc) from exc
                     raise
 
     async def _privilege_error(self, exc: errors.InsufficientPrivilege) -> PrivilegeError:

@@ -33,7 +33,7 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", *ROW_SLOTS})
+SLOTS = frozenset({"where", "claim", *ROW_SLOTS})
 
 
 def sql_dir() -> Path:
@@ -177,7 +177,8 @@ class Queries:
     def render(self, name: str, **slots: Any) -> bytes:
         """Statement ``name`` with its slots filled: ``where=("thread", "ns")`` (the ``_w_*``
         fragments AND-ed; ``()`` is ``true``), ``blob_rows=n`` / ``write_rows=n`` (``n`` scalar rows
-        of a VALUES list, or the arrays for 0). Made once per distinct call, then cached."""
+        of a VALUES list, or the arrays for 0), ``claim=True`` (a guarded put: ``_claim``). Made
+        once per distinct call, then cached."""
         key = (name, *slots.items())
         cached = self._cache.get(key)
         if cached is None:
@@ -204,6 +205,10 @@ class Queries:
         if slot == "where":
             parts = [self._fragments[f"_w_{p}"] for p in value]
             return " AND ".join(f"({p})" for p in parts) if parts else "true"
+        if slot == "claim":
+            if not isinstance(value, bool):
+                raise ValueError(f"claim takes a bool, not {value!r}")
+            return self._fragments["_claim"] if value else "true"
         if slot in ROW_SLOTS:
             arrays, wrapper, row = (self._fragments[f] for f in ROW_SLOTS[slot])
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

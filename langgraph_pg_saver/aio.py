@@ -119,8 +119,9 @@ class AsyncPostgresSaver(SaverBase):
         *,
         schema: str = DEFAULT_SCHEMA,
         retry: RetryPolicy = DEFAULT_RETRY,
+        single_writer: bool = False,
     ) -> None:
-        super().__init__(serde=serde, schema=schema)
+        super().__init__(serde=serde, schema=schema, single_writer=single_writer)
         self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
 
     # [async-only]
@@ -156,6 +157,7 @@ class AsyncPostgresSaver(SaverBase):
         connect_kwargs: dict[str, Any] | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 30.0,
+        single_writer: bool = False,
     ) -> AsyncPostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -175,6 +177,9 @@ class AsyncPostgresSaver(SaverBase):
         ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
         idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
         ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
+
+        ``single_writer``: one writer per thread; a second writer that would fork a thread
+        raises ``ConcurrentUpdateError`` instead (README, "One writer per thread").
 
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
@@ -196,7 +201,7 @@ class AsyncPostgresSaver(SaverBase):
             name="langgraph-pg-saver",
             **options,
         )
-        saver = cls(pool, serde=serde, schema=schema, retry=retry)
+        saver = cls(pool, serde=serde, schema=schema, retry=retry, single_writer=single_writer)
         saver._driver.own_pool()
         return saver
 
@@ -333,6 +338,8 @@ class AsyncPostgresSaver(SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
         put = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
+        if self._claims(metadata):
+            put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
         if await self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
             # the parent is not stored: a second statement, on this rare path only

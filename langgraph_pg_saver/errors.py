@@ -66,6 +66,29 @@ class ConnectionTimeoutError(PgSaverError, PoolTimeout):
     connection error. A ``psycopg_pool.PoolTimeout``, as before."""
 
 
+class ConcurrentUpdateError(PgSaverError):
+    """With ``single_writer=True``: another writer extended the thread first. This put (and its run)
+    lost the race: nothing of it was stored. ``thread_id``, ``checkpoint_ns``, ``parent_checkpoint_id``
+    (what this put extended), ``newest_checkpoint_id`` (what the thread holds now) and
+    ``checkpoint_id`` (the checkpoint not stored). Rerun the input on the thread as it is now."""
+
+    def __init__(
+        self,
+        message: str,
+        thread_id: str = "",
+        checkpoint_ns: str = "",
+        parent_checkpoint_id: str | None = None,
+        newest_checkpoint_id: str = "",
+        checkpoint_id: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_checkpoint_id = parent_checkpoint_id
+        self.newest_checkpoint_id = newest_checkpoint_id
+        self.checkpoint_id = checkpoint_id
+
+
 class PrivilegeError(PgSaverError):
     """The saver's role lacks a privilege a call needs. ``missing`` lists (table, privilege)
     pairs the role lacks among those the runtime role needs (README, "Least privilege")."""

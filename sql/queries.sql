@@ -87,7 +87,9 @@ RETURNING 1
 -- name: _put_checked
 -- The head of put's WITH list (the statement continues with ", name AS (...)"). Defines the CTEs
 -- guard (the thread's shared advisory lock) and allowed: one row if the parent still exists (or
--- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id.
+-- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id. The slot
+-- {claim} is "true", or, for a guarded put (single_writer=True), _claim: the call of migration
+-- 0004's pgsaver_claim_head, which raises unless the parent is its namespace's newest checkpoint.
 -- A parent that is not there makes put insert nothing; the saver then tries put_orphan, which stores
 -- the checkpoint only if its state is whole without its ancestors (or raises).
 --
@@ -114,10 +116,15 @@ WITH {_guard}, seen AS (
     FOR KEY SHARE OF p
 ), allowed AS (
     SELECT 1 AS ok FROM guard
-    WHERE %(parent_checkpoint_id)s::text IS NULL
+    WHERE (%(parent_checkpoint_id)s::text IS NULL
        OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
-       OR EXISTS (SELECT 1 FROM locked)
+       OR EXISTS (SELECT 1 FROM locked))
+      AND {claim}
 )
+
+-- name: _claim
+{schema}.pgsaver_claim_head(%(thread_id)s, %(checkpoint_ns)s, %(parent_checkpoint_id)s,
+                            %(checkpoint_id)s)
 
 -- name: _put_blobs
 -- Expects the CTE allowed (_put_checked). The slot {blob_rows} is the row source b (channel, version,

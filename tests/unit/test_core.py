@@ -356,13 +356,15 @@ def test_put_tries_plain_inserts_that_differ_from_the_upsert_only_in_on_conflict
     from langgraph_pg_saver._sql import queries_for
 
     q = queries_for("public")
-    assert b"ON CONFLICT" not in q.render("put_new", blob_rows=0)
-    assert q.render("put", blob_rows=0).count(b"ON CONFLICT") == 2
-    plain = q.render("put", blob_rows=0).replace(
+    assert b"ON CONFLICT" not in q.render("put_new", blob_rows=0, claim=False)
+    assert q.render("put", blob_rows=0, claim=False).count(b"ON CONFLICT") == 2
+    plain = q.render("put", blob_rows=0, claim=False).replace(
         b"ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING", b""
     )
     plain = plain[: plain.index(b"ON CONFLICT")] + b"RETURNING 1"
-    assert b" ".join(plain.split()) == b" ".join(q.render("put_new", blob_rows=0).split())
+    assert b" ".join(plain.split()) == b" ".join(
+        q.render("put_new", blob_rows=0, claim=False).split()
+    )
 
 
 def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
@@ -411,8 +413,9 @@ def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(n
 
     q = queries_for("public")
     slot = "blob_rows" if name.startswith("put_new") or name == "put" else "write_rows"
-    arrays = q.render(name, **{slot: 0})
-    two = q.render(name, **{slot: 2})
+    extra = {"claim": False} if slot == "blob_rows" else {}
+    arrays = q.render(name, **{slot: 0}, **extra)
+    two = q.render(name, **{slot: 2}, **extra)
     sources = arrays.count(b"unnest(")
     assert sources == 1
     assert b"unnest(" not in two
@@ -423,7 +426,7 @@ def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(n
     values = values[: values.index(b")) AS ") + len(b")) AS ")]
     alias = arrays_fragment[arrays_fragment.index(" AS ") + len(" AS ") :]
     assert two.replace(values + alias.encode(), arrays_fragment.encode()) == arrays
-    assert q.render(name, **{slot: 2}) is two  # made once
+    assert q.render(name, **{slot: 2}, **extra) is two  # made once
     with pytest.raises(KeyError, match="get_tuple"):
         q.render("get_tuple", blob_rows=1)
 
@@ -456,7 +459,7 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
     assert len(put) <= MAX_CACHED_STATEMENT_PARAMS
     assert len(writes) <= MAX_CACHED_STATEMENT_PARAMS
     statements = [
-        q.render(name, **{slot: rows})
+        q.render(name, **{slot: rows}, **({"claim": False} if name in ("put", "put_new") else {}))
         for name, slot in (
             ("put", "blob_rows"),
             ("put_new", "blob_rows"),

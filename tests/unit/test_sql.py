@@ -155,4 +155,6 @@ def test_slots_must_be_given_exactly() -> None:
     with pytest.raises(KeyError, match="slots"):
         q["put"]
     with pytest.raises(ValueError, match="count of rows"):
-        q.render("put", blob_rows=-1)
+        q.render("put", blob_rows=-1, claim=False)
+    with pytest.raises(ValueError, match="claim takes a bool"):
+        q.render("put", blob_rows=1, claim=1)
