@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _metadata
 from ._adapt import NULL_BYTEA
+from ._metadata import encodable
 from .errors import InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
@@ -289,7 +290,7 @@ def _walk_has_surrogate(obj: Any) -> bool:
         item = stack.pop()
         t = type(item)
         if t is str:
-            if not item.isascii() and not _encodable(item):
+            if not item.isascii() and not encodable(item):
                 return True
             continue
         if t in _ATOMS or id(item) in seen:
@@ -324,7 +325,7 @@ def find_surrogate(obj: Any, path: str) -> str | None:
 
     def walk(item: Any, at: str) -> str | None:
         if isinstance(item, str):
-            return None if _encodable(item) else at
+            return None if encodable(item) else at
         if item is None or isinstance(item, (bytes, bytearray, int, float)):
             return None
         if id(item) in seen:
@@ -332,7 +333,7 @@ def find_surrogate(obj: Any, path: str) -> str | None:
         seen.add(id(item))
         if isinstance(item, Mapping):
             for key, value in item.items():
-                if isinstance(key, str) and not _encodable(key):
+                if isinstance(key, str) and not encodable(key):
                     shown = key.encode("utf-8", "backslashreplace").decode()
                     return f"{at}: the key {shown!r}"
                 found = walk(value, f"{at}[{key!r}]")
@@ -361,16 +362,6 @@ def find_surrogate(obj: Any, path: str) -> str | None:
         return None
 
     return walk(obj, path)
-
-
-def _encodable(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def pack_typed(serde: SerializerProtocol, obj: Any, what: str = "metadata") -> bytes:

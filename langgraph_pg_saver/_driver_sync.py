@@ -295,15 +295,21 @@ class Driver:
                 return self._run_once(query, params, returns, upsert, size_column)
             except Exception as exc:
                 retry += 1
-                if not self._may_retry(exc, retry):
-                    if self.state.closed and not isinstance(exc, PgSaverError):
-                        # cancelled by close(), or its pool closed under it
-                        raise closed_error(self.owner) from exc
-                    if isinstance(exc, errors.InsufficientPrivilege):
-                        raise self._privilege_error(exc) from exc
-                    if getattr(exc, "sqlstate", None) == LOST_RACE:
-                        raise concurrent_update_error(exc) from exc
-                    raise
+                self._retry_or_raise(exc, retry)
+
+    def _retry_or_raise(self, exc: Exception, retry: int) -> None:
+        """Return to rerun the operation that failed with ``exc`` (see :meth:`_may_retry`);
+        otherwise raise: ``exc``, or the error of ours that says what it means."""
+        if self._may_retry(exc, retry):
+            return
+        if self.state.closed and not isinstance(exc, PgSaverError):
+            # cancelled by close(), or its pool closed under it
+            raise closed_error(self.owner) from exc
+        if isinstance(exc, errors.InsufficientPrivilege):
+            raise self._privilege_error(exc) from exc
+        if getattr(exc, "sqlstate", None) == LOST_RACE:
+            raise concurrent_update_error(exc) from exc
+        raise exc
 
     def _privilege_error(self, exc: errors.InsufficientPrivilege) -> PrivilegeError:
         """Name the table and the privilege the role lacks (Postgres names the table only)."""
@@ -416,12 +422,7 @@ class Driver:
                 return self._run_step_once(step)
             except Exception as exc:
                 retry += 1
-                if not self._may_retry(exc, retry):
-                    if self.state.closed and not isinstance(exc, PgSaverError):
-                        raise closed_error(self.owner) from exc
-                    if isinstance(exc, errors.InsufficientPrivilege):
-                        raise self._privilege_error(exc) from exc
-                    raise
+                self._retry_or_raise(exc, retry)
 
     def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
         with self.cursor() as cur:

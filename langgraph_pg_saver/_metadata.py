@@ -38,7 +38,8 @@ _FLOAT_EXPONENT = 1e16
 _INT_MAX_BITS = 14_000
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate), so UTF-8 and jsonb can hold it."""
     if text.isascii():
         return True
     try:
@@ -50,7 +51,7 @@ def _encodable(text: str) -> bool:
 
 def _plain_str(text: object) -> bool:
     """A str jsonb keeps exactly: the str type itself, no NUL, valid UTF-8."""
-    return type(text) is str and "\x00" not in text and _encodable(text)
+    return type(text) is str and "\x00" not in text and encodable(text)
 
 
 def is_plain(obj: Any) -> bool:
@@ -61,7 +62,7 @@ def is_plain(obj: Any) -> bool:
         item = stack.pop()
         t = type(item)
         if t is str:
-            if "\x00" in item or not _encodable(item):
+            if "\x00" in item or not encodable(item):
                 return False
         elif t is dict:
             for key, value in item.items():
@@ -167,7 +168,7 @@ def _pre(value: Any) -> Any:
     type."""
     t = type(value)
     if t is str:
-        return value if "\x00" not in value and _encodable(value) else _DROP
+        return value if "\x00" not in value and encodable(value) else _DROP
     if t is int:
         return _DROP if value in (0, 1) or value.bit_length() > _INT_MAX_BITS else value
     if t is float:
