@@ -16,6 +16,7 @@ from .errors import (
     SchemaError,
     SchemaOutdatedError,
     SchemaTooNewError,
+    StatementTimeoutError,
     ThreadNotEmptyError,
 )
 from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
@@ -41,5 +42,6 @@ __all__ = [
     "SchemaError",
     "SchemaOutdatedError",
     "SchemaTooNewError",
+    "StatementTimeoutError",
     "ThreadNotEmptyError",
 ]

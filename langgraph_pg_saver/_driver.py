@@ -9,6 +9,10 @@ Nothing here talks to the server.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
@@ -202,3 +206,67 @@ def concurrent_update_error(exc: Any) -> ConcurrentUpdateError:
         newest,
         child,
     )
+
+
+class Watchdog:
+    """Cancels, on the server, a hot-path statement that outlives the saver's statement_timeout.
+
+    One daemon thread for the process, started on first use. ``arm`` registers a connection and
+    its deadline; ``disarm`` removes it and says whether it was cancelled. Cancelling and
+    disarming hold one lock, so a statement disarmed in time is never cancelled. psycopg's
+    ``cancel()`` is safe from another thread, for sync and async connections alike. A timeout
+    kept on the client works behind a transaction-mode pooler, where a server-side
+    ``statement_timeout`` (session state) would reach other clients' sessions.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._armed: dict[int, Any] = {}
+        self._fired: set[int] = set()
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: Any, seconds: float) -> int:
+        token = next(self._ids)
+        with self._cond:
+            self._armed[token] = conn
+            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="langgraph-pg-saver-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return token
+
+    def disarm(self, token: int) -> bool:
+        """Stop watching; True if the statement was cancelled for its timeout."""
+        with self._cond:
+            self._armed.pop(token, None)
+            if token in self._fired:
+                self._fired.discard(token)
+                return True
+        return False
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._heap and (self._heap[0][1] not in self._armed):
+                    heapq.heappop(self._heap)  # disarmed in time
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                deadline, token = self._heap[0]
+                if deadline > now:
+                    self._cond.wait(deadline - now)
+                    continue
+                heapq.heappop(self._heap)
+                conn = self._armed.pop(token)
+                self._fired.add(token)
+                with contextlib.suppress(Exception):  # a connection closed meanwhile
+                    conn.cancel()
+
+
+WATCHDOG = Watchdog()

@@ -37,6 +37,7 @@ from ._driver import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
+    WATCHDOG,
     Params,
     Row,
     State,
@@ -53,7 +54,7 @@ from ._driver import (
     timeout_error,
 )
 from ._sql import Queries
-from .errors import PgSaverError, PrivilegeError, SaverClosedError
+from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
 from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
 # isort: off
@@ -100,12 +101,23 @@ class AsyncDriver:
         *,
         owner: str,
         retry: RetryPolicy = DEFAULT_RETRY,
+        statement_timeout: float | None = None,
     ) -> None:
         if not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
+        if statement_timeout is not None and (
+            isinstance(statement_timeout, bool)
+            or not isinstance(statement_timeout, (int, float))
+            or statement_timeout <= 0
+        ):
+            raise ValueError(
+                f"statement_timeout must be a positive number of seconds or None, "
+                f"not {statement_timeout!r}"
+            )
         self.q = q
         self.owner = owner
         self.retry = retry
+        self.statement_timeout = statement_timeout
         self.pool: AsyncConnectionPool[Any] | None = None
         self.conn: AsyncConnection[Any] | None = None
         if isinstance(conn, AsyncConnectionPool):
@@ -403,6 +415,35 @@ class AsyncDriver:
         return not self.state.closed
 
     async def _run_once(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
+        if self.statement_timeout is None:
+            return await self._run_unwatched(query, params, returns, upsert, size_column)
+        fired = False
+        try:
+            async with self.connection() as conn:
+                token = WATCHDOG.arm(conn, self.statement_timeout)
+                try:
+                    async with self.cursor_on(conn) as cur:
+                        await cur.execute(upsert or query, params)
+                        return await _fetch(cur, returns)
+                finally:
+                    fired = WATCHDOG.disarm(token)
+        except errors.QueryCanceled as exc:
+            if fired:
+                raise StatementTimeoutError(
+                    f"{self.owner}: the statement ran longer than statement_timeout="
+                    f"{self.statement_timeout} s and was cancelled on the server; nothing of it "
+                    "was stored"
+                ) from exc
+            raise
+
+    async def _run_unwatched(
         self,
         query: bytes,
         params: Params,

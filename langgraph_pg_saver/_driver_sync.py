@@ -24,6 +24,7 @@ from ._driver import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
+    WATCHDOG,
     Params,
     Row,
     State,
@@ -40,7 +41,7 @@ from ._driver import (
     timeout_error,
 )
 from ._sql import Queries
-from .errors import PgSaverError, PrivilegeError, SaverClosedError
+from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
 from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
 # isort: off
@@ -78,12 +79,23 @@ class Driver:
         *,
         owner: str,
         retry: RetryPolicy = DEFAULT_RETRY,
+        statement_timeout: float | None = None,
     ) -> None:
         if not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
+        if statement_timeout is not None and (
+            isinstance(statement_timeout, bool)
+            or not isinstance(statement_timeout, (int, float))
+            or statement_timeout <= 0
+        ):
+            raise ValueError(
+                f"statement_timeout must be a positive number of seconds or None, "
+                f"not {statement_timeout!r}"
+            )
         self.q = q
         self.owner = owner
         self.retry = retry
+        self.statement_timeout = statement_timeout
         self.pool: ConnectionPool[Any] | None = None
         self.conn: Connection[Any] | None = None
         if isinstance(conn, ConnectionPool):
@@ -357,6 +369,35 @@ class Driver:
         return not self.state.closed
 
     def _run_once(
+        self,
+        query: bytes,
+        params: Params,
+        returns: int,
+        upsert: bytes | None,
+        size_column: int | None,
+    ) -> Any:
+        if self.statement_timeout is None:
+            return self._run_unwatched(query, params, returns, upsert, size_column)
+        fired = False
+        try:
+            with self.connection() as conn:
+                token = WATCHDOG.arm(conn, self.statement_timeout)
+                try:
+                    with self.cursor_on(conn) as cur:
+                        cur.execute(upsert or query, params)
+                        return _fetch(cur, returns)
+                finally:
+                    fired = WATCHDOG.disarm(token)
+        except errors.QueryCanceled as exc:
+            if fired:
+                raise StatementTimeoutError(
+                    f"{self.owner}: the statement ran longer than statement_timeout="
+                    f"{self.statement_timeout} s and was cancelled on the server; nothing of it "
+                    "was stored"
+                ) from exc
+            raise
+
+    def _run_unwatched(
         self,
         query: bytes,
         params: Params,

@@ -120,9 +120,16 @@ class AsyncPostgresSaver(SaverBase):
         schema: str = DEFAULT_SCHEMA,
         retry: RetryPolicy = DEFAULT_RETRY,
         single_writer: bool = False,
+        statement_timeout: float | None = None,
     ) -> None:
         super().__init__(serde=serde, schema=schema, single_writer=single_writer)
-        self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._driver = AsyncDriver(
+            conn,
+            self._q,
+            owner=type(self).__name__,
+            retry=retry,
+            statement_timeout=statement_timeout,
+        )
 
     # [async-only]
     @property
@@ -158,6 +165,7 @@ class AsyncPostgresSaver(SaverBase):
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 30.0,
         single_writer: bool = False,
+        statement_timeout: float | None = None,
     ) -> AsyncPostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -181,6 +189,10 @@ class AsyncPostgresSaver(SaverBase):
         ``single_writer``: one writer per thread; a second writer that would fork a thread
         raises ``ConcurrentUpdateError`` instead (README, "One writer per thread").
 
+        ``statement_timeout``: seconds a hot-path call (put, put_writes, get_tuple, list,
+        delete_thread) may run on the server before it is cancelled there and raises
+        ``StatementTimeoutError`` (kept on the client: pooler-safe). None (default): no limit.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -201,7 +213,14 @@ class AsyncPostgresSaver(SaverBase):
             name="langgraph-pg-saver",
             **options,
         )
-        saver = cls(pool, serde=serde, schema=schema, retry=retry, single_writer=single_writer)
+        saver = cls(
+            pool,
+            serde=serde,
+            schema=schema,
+            retry=retry,
+            single_writer=single_writer,
+            statement_timeout=statement_timeout,
+        )
         saver._driver.own_pool()
         return saver
 

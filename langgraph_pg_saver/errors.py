@@ -89,6 +89,11 @@ class ConcurrentUpdateError(PgSaverError):
         self.checkpoint_id = checkpoint_id
 
 
+class StatementTimeoutError(PgSaverError, TimeoutError):
+    """A hot-path call ran longer than the saver's ``statement_timeout``: it was cancelled on the
+    server, and nothing of it was stored."""
+
+
 class PrivilegeError(PgSaverError):
     """The saver's role lacks a privilege a call needs. ``missing`` lists (table, privilege)
     pairs the role lacks among those the runtime role needs (README, "Least privilege")."""

@@ -62,9 +62,16 @@ class PostgresSaver(SaverBase):
         schema: str = DEFAULT_SCHEMA,
         retry: RetryPolicy = DEFAULT_RETRY,
         single_writer: bool = False,
+        statement_timeout: float | None = None,
     ) -> None:
         super().__init__(serde=serde, schema=schema, single_writer=single_writer)
-        self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._driver = Driver(
+            conn,
+            self._q,
+            owner=type(self).__name__,
+            retry=retry,
+            statement_timeout=statement_timeout,
+        )
 
     @property
     def _pool(self) -> ConnectionPool[Any] | None:
@@ -88,6 +95,7 @@ class PostgresSaver(SaverBase):
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 30.0,
         single_writer: bool = False,
+        statement_timeout: float | None = None,
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -111,6 +119,10 @@ class PostgresSaver(SaverBase):
         ``single_writer``: one writer per thread; a second writer that would fork a thread
         raises ``ConcurrentUpdateError`` instead (README, "One writer per thread").
 
+        ``statement_timeout``: seconds a hot-path call (put, put_writes, get_tuple, list,
+        delete_thread) may run on the server before it is cancelled there and raises
+        ``StatementTimeoutError`` (kept on the client: pooler-safe). None (default): no limit.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -131,7 +143,14 @@ class PostgresSaver(SaverBase):
             name="langgraph-pg-saver",
             **options,
         )
-        saver = cls(pool, serde=serde, schema=schema, retry=retry, single_writer=single_writer)
+        saver = cls(
+            pool,
+            serde=serde,
+            schema=schema,
+            retry=retry,
+            single_writer=single_writer,
+            statement_timeout=statement_timeout,
+        )
         saver._driver.own_pool()
         return saver
 

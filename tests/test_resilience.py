@@ -29,6 +29,7 @@ from langgraph_pg_saver import (
     PostgresSaver,
     RetryPolicy,
     SaverClosedError,
+    StatementTimeoutError,
 )
 from langgraph_pg_saver.retry import is_transient
 
@@ -484,3 +485,55 @@ async def test_async_healthcheck(db_dsn: str) -> None:
         report = await saver.ahealthcheck()
         assert report["ok"] is True
         assert saver.stats()["closed"] is False
+
+
+# ---------------------------------------------------------------- statement timeout
+
+
+def _blocked_put(saver: Any, db_dsn: str) -> tuple[BaseException | None, float]:
+    """A put that waits on a table lock held by another session; what it raised and how long."""
+    with psycopg.connect(db_dsn) as blocker:
+        blocker.execute("LOCK TABLE pgsaver_checkpoints IN SHARE MODE")
+        started = time.monotonic()
+        try:
+            saver.put(config("slow"), checkpoint({"a": 1}), {}, {"a": 1})
+        except Exception as exc:
+            return exc, time.monotonic() - started
+        finally:
+            blocker.rollback()
+    return None, time.monotonic() - started
+
+
+@pytest.mark.parametrize("through", ["direct", "pgbouncer"])
+def test_statement_timeout_cancels_a_hot_call_on_the_server(
+    db_dsn: str, through: str, request: pytest.FixtureRequest
+) -> None:
+    dsn = db_dsn if through == "direct" else request.getfixturevalue("bouncer").dsn(db_dsn)
+    with PostgresSaver.from_conn_string(dsn, statement_timeout=0.3) as saver:
+        assert saver.get_tuple(config("warm")) is None
+        error, took = _blocked_put(saver, db_dsn)
+        assert isinstance(error, StatementTimeoutError), error
+        assert "statement_timeout=0.3" in str(error)
+        assert 0.3 <= took < 3.0
+        with psycopg.connect(db_dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pgsaver_checkpoints WHERE thread_id = 'slow'"
+            ).fetchone()
+            assert row == (0,)
+        # the saver goes on; calls within the limit are untouched
+        stored = saver.put(config("fast"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(stored) is not None
+    with pytest.raises(ValueError, match="statement_timeout"):
+        PostgresSaver.from_conn_string(dsn, statement_timeout=0)
+
+
+async def test_async_statement_timeout(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn, statement_timeout=0.3) as saver:
+        await saver.aget_tuple(config("warm"))
+        with psycopg.connect(db_dsn) as blocker:
+            blocker.execute("LOCK TABLE pgsaver_checkpoints IN SHARE MODE")
+            with pytest.raises(StatementTimeoutError):
+                await saver.aput(config("slow"), checkpoint({"a": 1}), {}, {"a": 1})
+            blocker.rollback()
+        stored = await saver.aput(config("fast"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert await saver.aget_tuple(stored) is not None
