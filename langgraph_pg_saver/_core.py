@@ -11,7 +11,7 @@ import json
 import math
 import random
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -256,12 +256,26 @@ def _label(what: str, name: object) -> str:
 _ATOMS = frozenset({int, float, bool, bytes, bytearray, type(None)})
 
 
+def _parts(obj: Any) -> list[Any] | None:
+    """What a value holds besides what ormsgpack walks itself (containers of other kinds: a deque,
+    a set; a compiled pattern's text), or None."""
+    if isinstance(obj, Mapping):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, Collection) and not isinstance(obj, (str, bytes, bytearray)):
+        return list(obj)
+    pattern = getattr(obj, "pattern", None)
+    if isinstance(pattern, str):
+        return [pattern]
+    return None
+
+
 def _fields(obj: Any) -> Any:
     fields = getattr(obj, "__dict__", None)
     if isinstance(fields, dict):
         return fields
-    if isinstance(obj, (set, frozenset)):
-        return list(obj)
+    parts = _parts(obj)
+    if parts is not None:
+        return parts
     raise TypeError(type(obj).__name__)
 
 
@@ -302,10 +316,11 @@ def _walk_has_surrogate(obj: Any) -> bool:
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, str):
-            stack.append(str(item))
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
+            stack.append(str.__str__(item))
         elif not isinstance(item, (int, float, bytes, bytearray)):
+            parts = _parts(item)
+            if parts is not None:
+                stack.extend(parts)
             fields = getattr(item, "__dict__", None)
             if isinstance(fields, dict):
                 stack.extend(fields.values())
@@ -333,13 +348,19 @@ def find_surrogate(obj: Any, path: str) -> str | None:
         seen.add(id(item))
         if isinstance(item, Mapping):
             for key, value in item.items():
+                shown = repr(key).encode("utf-8", "backslashreplace").decode()
                 if isinstance(key, str) and not encodable(key):
-                    shown = key.encode("utf-8", "backslashreplace").decode()
-                    return f"{at}: the key {shown!r}"
-                found = walk(value, f"{at}[{key!r}]")
+                    return f"{at}: the key {shown}"
+                if not isinstance(key, str) and walk(key, "") is not None:
+                    return f"{at}: the key {shown}"
+                found = walk(value, f"{at}[{shown}]")
                 if found is not None:
                     return found
-        elif isinstance(item, (list, tuple)):
+        elif isinstance(item, (list, tuple)) or (
+            isinstance(item, Collection)
+            and not isinstance(item, (set, frozenset, bytes, bytearray))
+            and getattr(item, "__dict__", None) is None
+        ):
             for i, value in enumerate(item):
                 found = walk(value, f"{at}[{i}]")
                 if found is not None:
@@ -349,6 +370,8 @@ def find_surrogate(obj: Any, path: str) -> str | None:
                 found = walk(value, f"{at}{{...}}")
                 if found is not None:
                     return found
+        elif isinstance(getattr(item, "pattern", None), str):
+            return walk(item.pattern, f"{at}.pattern")
         else:
             fields = getattr(item, "__dict__", None)
             attrs = dict(fields) if isinstance(fields, dict) else {}

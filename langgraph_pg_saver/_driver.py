@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -51,11 +52,13 @@ def needs_pooler_check(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
     connection stops preparing (``prepare_threshold = None``), before it prepared anything. A
     connection that takes no attribute is checked once per operation instead.
     """
-    if conn.prepare_threshold is None or getattr(conn, _POOLER_CHECKED, False):
-        return False
+    return conn.prepare_threshold is not None and not getattr(conn, _POOLER_CHECKED, False)
+
+
+def mark_pooler_checked(conn: Connection[Any] | AsyncConnection[Any]) -> None:
+    """The check ran (set only once it succeeded, so a failed check is tried again)."""
     with contextlib.suppress(AttributeError):
         setattr(conn, _POOLER_CHECKED, True)
-    return True
 
 
 def behind_pooler(conn: Connection[Any] | AsyncConnection[Any], server_pid: object) -> bool:
@@ -134,13 +137,15 @@ class State:
     """Open or closed, shared by a driver's users: LangGraph clones savers (``with_allowlist`` in
     strict msgpack mode), and a clone must see the original being opened or closed."""
 
-    __slots__ = ("closed", "inflight", "opened_once", "retries")
+    __slots__ = ("active", "closed", "inflight", "opened_once", "retries")
 
     def __init__(self, closed: bool) -> None:
         self.closed = closed
         self.opened_once = False
         #: the connections operations are running on now (close cancels what is left on them)
         self.inflight: set[Any] = set()
+        #: operations begun and not ended, waiting for a connection included (close waits for them)
+        self.active = 0
         #: calls rerun after a transient error, since the saver was made
         self.retries = 0
 
@@ -195,7 +200,10 @@ LOST_RACE = "LG001"
 
 def concurrent_update_error(exc: Any) -> ConcurrentUpdateError:
     """The ConcurrentUpdateError for pgsaver_claim_head's exception (its DETAIL holds the keys)."""
-    parts = (getattr(exc.diag, "message_detail", None) or "").split("|")
+    try:
+        parts = [str(p) if p is not None else "" for p in json.loads(exc.diag.message_detail)]
+    except (TypeError, ValueError, AttributeError):
+        parts = []
     thread, ns, parent, newest, child = (parts + [""] * 5)[:5]
     message = getattr(exc.diag, "message_primary", None) or str(exc)
     return ConcurrentUpdateError(
@@ -213,7 +221,8 @@ class Watchdog:
 
     One daemon thread for the process, started on first use. ``arm`` registers a connection and
     its deadline; ``disarm`` removes it and says whether it was cancelled. Cancelling and
-    disarming hold one lock, so a statement disarmed in time is never cancelled. psycopg's
+    disarming share one lock, so a statement disarmed in time is never cancelled (the cancel
+    itself is sent outside the lock: it connects to the server). psycopg's
     ``cancel()`` is safe from another thread, for sync and async connections alike. A timeout
     kept on the client works behind a transaction-mode pooler, where a server-side
     ``statement_timeout`` (session state) would reach other clients' sessions.
@@ -265,8 +274,14 @@ class Watchdog:
                 heapq.heappop(self._heap)
                 conn = self._armed.pop(token)
                 self._fired.add(token)
-                with contextlib.suppress(Exception):  # a connection closed meanwhile
-                    conn.cancel()
+                # outside the lock: libpq's cancel connects to the server, which may take long
+                # when the server is unreachable, and arm/disarm must never wait for that
+                self._cond.release()
+                try:
+                    with contextlib.suppress(Exception):  # a connection closed meanwhile
+                        conn.cancel()
+                finally:
+                    self._cond.acquire()
 
 
 WATCHDOG = Watchdog()

@@ -47,6 +47,7 @@ from ._driver import (
     concurrent_update_error,
     in_pipeline,
     kept_cursor,
+    mark_pooler_checked,
     needs_autocommit_switch,
     needs_pooler_check,
     params_nbytes,
@@ -182,17 +183,18 @@ class AsyncDriver:
         the ones running, then cancel what is left on the server and wait for it to end, so that
         nothing of this saver commits after close returns; close the pool only if it was made
         for the saver."""
-        self.state.closed = True
-        inflight = self.state.inflight
-        if inflight:
-            loop_time = _monotonic()
-            while inflight and (timeout is None or _monotonic() - loop_time < timeout):
+        state = self.state
+        state.closed = True
+        if state.active:
+            started = _monotonic()
+            while state.active and (timeout is None or _monotonic() - started < timeout):
                 await _sleep(0.005)
-            for conn in list(inflight):
-                with contextlib.suppress(Exception):
-                    await conn.cancel_safe(timeout=2.0)
+            for conn in list(state.inflight):
+                if conn in state.inflight:  # still ours: not handed to someone else meanwhile
+                    with contextlib.suppress(Exception):
+                        await conn.cancel_safe(timeout=2.0)
             cancelled = _monotonic()
-            while inflight and _monotonic() - cancelled < 10.0:
+            while state.active and _monotonic() - cancelled < 10.0:
                 await _sleep(0.005)
         if self.owns_pool and self.pool is not None:
             await self.pool.close()
@@ -208,24 +210,31 @@ class AsyncDriver:
             self.loop = asyncio.get_running_loop()
             check_event_loop(self.loop)
         # [/async-only]
-        if self.pool is not None:
-            # getconn/putconn rather than pool.connection(), whose exit commits or rolls back:
-            # the driver's statements run in autocommit or in transaction blocks of their own
-            conn = await self._getconn(self.pool)
-            self.state.inflight.add(conn)
-            try:
-                yield conn
-            finally:
-                self.state.inflight.discard(conn)
-                await self.pool.putconn(conn)
-        else:
-            assert self.conn is not None
-            async with self._lock:
-                self.state.inflight.add(self.conn)
+        state = self.state
+        state.active += 1
+        try:
+            if self.pool is not None:
+                # getconn/putconn rather than pool.connection(), whose exit commits or rolls
+                # back: the driver's statements run in autocommit or in transaction blocks of
+                # their own
+                conn = await self._getconn(self.pool)
+                state.inflight.add(conn)
                 try:
-                    yield self.conn
+                    yield conn
                 finally:
-                    self.state.inflight.discard(self.conn)
+                    state.inflight.discard(conn)
+                    await self.pool.putconn(conn)
+            else:
+                assert self.conn is not None
+                async with self._lock:
+                    self.check_open()  # closed while this call waited for the connection
+                    state.inflight.add(self.conn)
+                    try:
+                        yield self.conn
+                    finally:
+                        state.inflight.discard(self.conn)
+        finally:
+            state.active -= 1
 
     async def _getconn(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
         """A connection of the pool, never one the server has ended while it sat idle.
@@ -246,6 +255,9 @@ class AsyncDriver:
             except Exception:
                 await pool.putconn(conn)  # broken: the pool discards and replaces it
                 continue
+            except BaseException:  # cancelled meanwhile: the connection goes back all the same
+                await pool.putconn(conn)
+                raise
             return conn
         conn = await self._getconn_unchecked(pool)
         return conn
@@ -260,6 +272,9 @@ class AsyncDriver:
             raise
         except PoolTimeout as exc:
             raise timeout_error(pool, _monotonic() - started, exc) from exc
+        if self.state.closed:  # closed while this call waited: it never starts a statement
+            await pool.putconn(conn)
+            raise closed_error(self.owner)
         return conn
 
     @asynccontextmanager
@@ -299,6 +314,7 @@ class AsyncDriver:
         async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
             await cur.execute(self.q["backend_pid"], prepare=False)
             row = await cur.fetchone()
+        mark_pooler_checked(conn)
         if row is not None and behind_pooler(conn, row[0]):
             logger.info(
                 "%s: a pooling proxy (PgBouncer or the like) is between this connection and "
@@ -395,6 +411,7 @@ class AsyncDriver:
             or self.state.closed
             or retry >= self.retry.attempts
             or not is_transient(exc)
+            or getattr(exc, "lgps_commit_unknown", False)
         ):
             return False
         logger.warning(
@@ -464,8 +481,14 @@ class AsyncDriver:
             self.loop = asyncio.get_running_loop()
             check_event_loop(self.loop)
         # [/async-only]
-        conn = await self._getconn(pool)
-        inflight = self.state.inflight
+        state = self.state
+        state.active += 1
+        try:
+            conn = await self._getconn(pool)
+        except BaseException:
+            state.active -= 1
+            raise
+        inflight = state.inflight
         inflight.add(conn)
         try:
             if not conn.autocommit:
@@ -491,7 +514,10 @@ class AsyncDriver:
             return result
         finally:
             inflight.discard(conn)
-            await pool.putconn(conn)
+            try:
+                await pool.putconn(conn)
+            finally:
+                state.active -= 1
 
     # ------------------------------------------------------------------ lifecycle steps
 
@@ -523,16 +549,27 @@ class AsyncDriver:
                 await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 return await _rows(cur)
             own = cur.connection.info.transaction_status == IDLE
-            async with cur.connection.transaction():
-                # a transaction-local setting; never set inside a transaction of the caller's
-                if step.lock_timeout is not None and own:
-                    timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
-                    await cur.execute(
-                        self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
-                    )
-                for stmt in step.statements:
-                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                return await _rows(cur)
+            committing = False
+            try:
+                async with cur.connection.transaction():
+                    # a transaction-local setting; never set inside a transaction of the caller's
+                    if step.lock_timeout is not None and own:
+                        timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                        await cur.execute(
+                            self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
+                        )
+                    for stmt in step.statements:
+                        await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                    rows = await _rows(cur)
+                    committing = True
+            except Exception as exc:
+                if committing:
+                    # lost during COMMIT: the step may have committed, and a rerun would not
+                    # find what it did (a copy_thread would see its target in use)
+                    with contextlib.suppress(AttributeError):
+                        exc.lgps_commit_unknown = True  # type: ignore[attr-defined]
+                raise
+            return rows
 
     # ------------------------------------------------------------------ health
 

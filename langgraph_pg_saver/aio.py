@@ -362,7 +362,7 @@ class AsyncPostgresSaver(SaverBase):
         insert, upsert = self._put_sql(put)
         if await self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
             # the parent is not stored: a second statement, on this rare path only
-            orphan = self._q.render("put_orphan", blob_rows=put.rows)
+            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
             if await self._driver.fetch_one(orphan, put.params) is None:
                 p = put.params
                 raise ParentCheckpointMissingError(

@@ -290,7 +290,7 @@ class PostgresSaver(SaverBase):
         insert, upsert = self._put_sql(put)
         if self._driver.fetch_one(insert, put.params, upsert=upsert) is None:
             # the parent is not stored: a second statement, on this rare path only
-            orphan = self._q.render("put_orphan", blob_rows=put.rows)
+            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
             if self._driver.fetch_one(orphan, put.params) is None:
                 p = put.params
                 raise ParentCheckpointMissingError(

@@ -73,9 +73,10 @@ WITH {_guard}, parent AS (
     ) AS x
 ), allowed AS (
     SELECT 1 AS ok FROM guard
-    WHERE EXISTS (SELECT 1 FROM parent)
+    WHERE (EXISTS (SELECT 1 FROM parent)
        OR NOT EXISTS (SELECT 1 FROM {blob_rows} WHERE b.type = 'empty')
-          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept)
+          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept))
+      AND {claim}
 ), new_blobs AS (
     {_put_blobs}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING

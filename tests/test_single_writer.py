@@ -174,3 +174,21 @@ def test_a_retried_put_passes_the_guard(db_dsn: str) -> None:
     # without single_writer the same put forks the thread, as in the official saver
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         saver.put(first, checkpoint({"a": 5}), {"source": "loop", "step": 1}, {"a": 5})
+
+
+def test_the_guard_refuses_to_run_outside_read_committed(db_dsn: str) -> None:
+    """Its check needs a snapshot taken after its lock, which only READ COMMITTED gives: under
+    another isolation it says so instead of letting a race through."""
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute("SELECT current_database()")
+        admin.execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation"
+            " = ''repeatable read''', current_database()); END $$"
+        )
+    with PostgresSaver.from_conn_string(db_dsn, single_writer=True) as saver:
+        with pytest.raises(
+            psycopg.Error, match="single_writer needs transactions in READ COMMITTED"
+        ):
+            saver.put(config("rr"), checkpoint({"a": 1}), {"source": "input", "step": -1}, {"a": 1})
+        # puts outside the guard's sources are not checked
+        saver.put(config("rr"), checkpoint({"a": 1}), {"source": "update", "step": 0}, {"a": 1})

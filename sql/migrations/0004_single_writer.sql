@@ -17,6 +17,16 @@ AS $fn$
 DECLARE
     newest text;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        -- a fresh snapshot per query, which the check below needs, is READ COMMITTED's alone
+        RAISE EXCEPTION USING
+            ERRCODE = 'LG002',
+            MESSAGE = format(
+                'single_writer needs transactions in READ COMMITTED, not %s (its check would '
+                'not see a competing put): set default_transaction_isolation back for the '
+                'saver''s role or database, or pass single_writer=False',
+                current_setting('transaction_isolation'));
+    END IF;
     PERFORM pg_advisory_xact_lock(1818718324, hashtext(p_thread));
     SELECT c.checkpoint_id INTO newest
     FROM {schema}.pgsaver_checkpoints AS c
@@ -30,7 +40,7 @@ BEGIN
                 'thread %L (namespace %L) has a newer checkpoint %s than %s, the parent of %s: '
                 'another writer extended it first',
                 p_thread, p_ns, newest, coalesce(p_parent, 'none'), p_child),
-            DETAIL = format('%s|%s|%s|%s|%s', p_thread, p_ns, coalesce(p_parent, ''), newest, p_child);
+            DETAIL = json_build_array(p_thread, p_ns, p_parent, newest, p_child)::text;
     END IF;
     RETURN true;
 END
