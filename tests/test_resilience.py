@@ -34,16 +34,26 @@ from langgraph_pg_saver import (
 from langgraph_pg_saver.retry import is_transient
 
 
-def kill_backends(dsn: str) -> int:
-    """Terminate every other session of ``dsn``'s database; how many there were."""
+def kill_backends(dsn: str, *, wait: bool = True) -> int:
+    """Terminate every other session of ``dsn``'s database; how many there were. With ``wait``,
+    return once they are gone (pg_terminate_backend only signals: a backend sends its last
+    message and exits a moment later)."""
     with psycopg.connect(dsn, autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        rows = admin.execute(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             " AND backend_type = 'client backend'"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+        ).fetchall()
+        pids = [r[0] for r in rows]
+        deadline = time.monotonic() + 5
+        while wait and pids and time.monotonic() < deadline:
+            left = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
+            ).fetchone()
+            if left == (0,):
+                break
+            time.sleep(0.005)
+    return len(pids)
 
 
 # ---------------------------------------------------------------- a graph of many supersteps
@@ -113,7 +123,7 @@ class Killer:
     def _run(self) -> None:
         rng = random.Random(7)
         while not self._stop.wait(rng.uniform(self.low, self.high)):
-            self.sessions += kill_backends(self.dsn)
+            self.sessions += kill_backends(self.dsn, wait=False)
             self.kills += 1
 
     def __enter__(self) -> Killer:
