@@ -253,9 +253,6 @@ def _label(what: str, name: object) -> str:
     return what if name is None else f"{what} {name!r}"
 
 
-_ATOMS = frozenset({int, float, bool, bytes, bytearray, type(None)})
-
-
 def _parts(obj: Any) -> list[Any] | None:
     """What a value holds besides what ormsgpack walks itself (containers of other kinds: a deque,
     a set; a compiled pattern's text), or None."""
@@ -293,40 +290,8 @@ def _has_surrogate(obj: Any) -> bool:
     except TypeError as exc:  # ormsgpack.MsgpackEncodeError
         if "surrogate" in str(exc):
             return True
-        return _walk_has_surrogate(obj)  # what ormsgpack cannot pack: an int over 64 bits, a cycle
-    return False
-
-
-def _walk_has_surrogate(obj: Any) -> bool:
-    stack = [obj]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        t = type(item)
-        if t is str:
-            if not item.isascii() and not encodable(item):
-                return True
-            continue
-        if t in _ATOMS or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if t is list or t is tuple:
-            stack.extend(item)
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, str):
-            stack.append(str.__str__(item))
-        elif not isinstance(item, (int, float, bytes, bytearray)):
-            parts = _parts(item)
-            if parts is not None:
-                stack.extend(parts)
-            fields = getattr(item, "__dict__", None)
-            if isinstance(fields, dict):
-                stack.extend(fields.values())
-            for slot in getattr(t, "__slots__", ()):
-                if isinstance(slot, str) and hasattr(item, slot):
-                    stack.append(getattr(item, slot))
+        # what ormsgpack cannot pack (an int over 64 bits, a cycle): the walk that names the path
+        return find_surrogate(obj, "") is not None
     return False
 
 
