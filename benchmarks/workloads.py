@@ -70,6 +70,7 @@ WORKLOADS: dict[str, Workload] = {
     for w in (
         Workload("put", ("put",)),
         Workload("put-strings", ("put, plain-string values",)),
+        Workload("put-guarded", ("put, single_writer=True",)),
         Workload("put_writes", ("put_writes",), ("pw",)),
         Workload("get_tuple", ("get_tuple latest", "get_tuple by id"), ("t200",)),
         Workload("stale", ("get_tuple by id, stale statistics",), ("stale",)),
@@ -121,6 +122,7 @@ class Bench:
         return {
             "put": "put (12 channels: message lists and dicts, 2 changed)",
             "put, plain-string values": "put, plain-string values (12 channels of 2 KB, 2 changed)",
+            "put, single_writer=True": "put as in the put row, ours with single_writer=True",
             "put_writes": "put_writes (3 writes: messages and a dict, ~1 KB each)",
             "get_tuple latest": "get_tuple latest (200 checkpoints, 3 pending writes each)",
             "get_tuple by id": "get_tuple by id (same thread)",
@@ -284,6 +286,16 @@ class Bench:
 
     def run_put_strings(self, cfg: Config, savers: Any, conn: Any, r: int) -> None:
         self._put(cfg, savers, conn, r, "put, plain-string values", payloads.string_value)
+
+    def run_put_guarded(self, cfg: Config, savers: Any, conn: Any, r: int) -> None:
+        """The put row with our one-writer-per-thread guard on (the official saver has none):
+        against the put row, what the guard costs."""
+        ours = savers["ours"]
+        ours.single_writer = True
+        try:
+            self._put(cfg, savers, conn, r, "put, single_writer=True", payloads.channel_value)
+        finally:
+            ours.single_writer = False
 
     def _put(
         self, cfg: Config, savers: Any, conn: Any, r: int, row: str, value: Callable[[int], Any]
