@@ -1,11 +1,14 @@
 """langgraph-pg-saver: a production Postgres checkpointer for LangGraph."""
 
+from ._crypto import KeyringSerializer
 from ._lifecycle import Report
 from .aio import AsyncPostgresSaver
 from .errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
+    DecryptionError,
     DeltaDependencyError,
+    EncryptionKeyError,
     EventLoopError,
     InvalidInputError,
     InvalidSchemaNameError,
@@ -28,10 +31,13 @@ __all__ = [
     "AsyncPostgresSaver",
     "ConcurrentUpdateError",
     "ConnectionTimeoutError",
+    "DecryptionError",
     "DeltaDependencyError",
+    "EncryptionKeyError",
     "EventLoopError",
     "InvalidInputError",
     "InvalidSchemaNameError",
+    "KeyringSerializer",
     "ParentCheckpointMissingError",
     "PgSaverError",
     "PostgresSaver",

@@ -3,6 +3,9 @@ a call runs, versions. No I/O: the savers run statements through their driver.""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Collection
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -36,6 +39,29 @@ class SaverBase(BaseCheckpointSaver[str]):
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
+
+    @property
+    def _visible_metadata(self) -> frozenset[str] | None:
+        """The metadata keys stored in clear (a KeyringSerializer's plaintext_metadata), or None:
+        all of them."""
+        crypt = _core.sealer(self.serde)
+        return None if crypt is None else crypt.plaintext_metadata
+
+    def with_allowlist(
+        self, extra_allowlist: Collection[tuple[str, ...]]
+    ) -> BaseCheckpointSaver[str]:
+        """A shallow clone whose serializer accepts more msgpack types (LangGraph's strict
+        msgpack mode asks this of a checkpointer); a KeyringSerializer passes it to its inner
+        serializer and stays a KeyringSerializer."""
+        crypt = _core.sealer(self.serde)
+        if crypt is None:
+            return super().with_allowlist(extra_allowlist)
+        serde = crypt.with_msgpack_allowlist(extra_allowlist)
+        if serde is crypt:
+            return self
+        clone = copy.copy(self)
+        clone.serde = serde
+        return clone
 
     @property
     def schema(self) -> str:

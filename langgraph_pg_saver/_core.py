@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _metadata
 from ._adapt import NULL_BYTEA
+from ._crypto import KeyringSerializer, Place
 from ._metadata import encodable
 from .errors import InvalidInputError
 
@@ -352,15 +353,55 @@ def find_surrogate(obj: Any, path: str) -> str | None:
     return walk(obj, path)
 
 
-def pack_typed(serde: SerializerProtocol, obj: Any, what: str = "metadata") -> bytes:
+def sealer(serde: SerializerProtocol) -> KeyringSerializer | None:
+    """The serde when it seals values with their place (KeyringSerializer), else None."""
+    return serde if isinstance(serde, KeyringSerializer) else None
+
+
+def dump_at(
+    serde: SerializerProtocol, obj: Any, what: str, name: object, parts: Place
+) -> tuple[str, bytes]:
+    """:func:`dump`, sealed with the value's place ``parts`` under a KeyringSerializer (the
+    surrogate check then sees the plaintext)."""
+    if isinstance(serde, KeyringSerializer):
+        type_, data = dump(serde.serde, obj, what, name)
+        return serde.seal(type_, data, parts)
+    return dump(serde, obj, what, name)
+
+
+def load_at(
+    serde: SerializerProtocol, type_: str, data: bytes, parts: Place, channel: object = None
+) -> Any:
+    """A stored value read back: ``parts`` (its place) is checked under a KeyringSerializer."""
+    if isinstance(serde, KeyringSerializer):
+        return serde.open(type_, data, parts, channel)
+    return serde.loads_typed((type_, data))
+
+
+def pack_typed(
+    serde: SerializerProtocol, obj: Any, what: str = "metadata", parts: Place = ()
+) -> bytes:
     """One bytea holding a serde (type, bytes) pair: ``type`` + newline + bytes."""
-    type_, data = dump(serde, obj, what)
+    type_, data = dump_at(serde, obj, what, None, parts)
     return type_.encode() + b"\n" + data
 
 
-def unpack_typed(serde: SerializerProtocol, packed: bytes) -> Any:
+def unpack_typed(serde: SerializerProtocol, packed: bytes, parts: Place = ()) -> Any:
     type_, _, data = bytes(packed).partition(b"\n")
-    return serde.loads_typed((type_.decode(), data))
+    return load_at(serde, type_.decode(), data, parts)
+
+
+def metadata_columns(serde: SerializerProtocol, merged: dict[str, Any]) -> tuple[str, bool, bool]:
+    """The metadata jsonb column's text, whether it lost anything (_metadata.encode), and whether
+    keys were left out of it: under a KeyringSerializer only its ``plaintext_metadata`` keys are
+    stored in clear, the whole metadata then only sealed in metadata_exact."""
+    crypt = sealer(serde)
+    if crypt is None:
+        text, lossy = _metadata.encode(merged)
+        return text, lossy, False
+    visible = {k: v for k, v in merged.items() if k in crypt.plaintext_metadata}
+    text, lossy = _metadata.encode(visible)
+    return text, lossy, len(visible) != len(merged)
 
 
 # --------------------------------------------------------------------------- put
@@ -412,7 +453,13 @@ def put_params(
             params[c] = _text(channel, "channel name")
             params[v] = version_key(version)
             if channel in values:
-                params[t], params[b] = dump(serde, values[channel], "the value of channel", channel)
+                params[t], params[b] = dump_at(
+                    serde,
+                    values[channel],
+                    "the value of channel",
+                    channel,
+                    ("blob", keys.thread_id, keys.checkpoint_ns, channel, params[v]),
+                )
             else:
                 params[t] = EMPTY
                 params[b] = NULL_BYTEA  # typed: see NullBytea
@@ -426,7 +473,13 @@ def put_params(
             channels.append(_text(channel, "channel name"))
             versions.append(version_key(version))
             if channel in values:
-                type_, data = dump(serde, values[channel], "the value of channel", channel)
+                type_, data = dump_at(
+                    serde,
+                    values[channel],
+                    "the value of channel",
+                    channel,
+                    ("blob", keys.thread_id, keys.checkpoint_ns, channel, versions[-1]),
+                )
                 types.append(type_)
                 blobs.append(data)
             else:
@@ -437,7 +490,10 @@ def put_params(
         params["blob_types"] = types
         params["blob_values"] = blobs
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
-    body_type, body_bytes = dump(serde, body, "the checkpoint (apart from its channel values)")
+    here = (keys.thread_id, keys.checkpoint_ns, checkpoint_id)
+    body_type, body_bytes = dump_at(
+        serde, body, "the checkpoint (apart from its channel values)", None, ("checkpoint", *here)
+    )
     all_versions = checkpoint.get("channel_versions") or {}
     # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
     # anything else is checked name by name, for a clear error
@@ -446,7 +502,7 @@ def put_params(
         for channel in all_versions:
             _text(channel, "channel name")
     merged = merge_metadata(config, metadata)
-    metadata_json, lossy = _metadata.encode(merged)
+    metadata_json, lossy, hidden = metadata_columns(serde, merged)
     if lossy:
         where = find_surrogate(merged, "metadata")
         if where is not None:
@@ -472,7 +528,11 @@ def put_params(
     params["metadata"] = metadata_json
     # typed NULL as for a missing value (see NullBytea); read back with "not", as an empty bytea
     # would be stored without the marker's dumper, and packed metadata is never empty
-    params["metadata_exact"] = pack_typed(serde, merged) if lossy else NULL_BYTEA
+    params["metadata_exact"] = (
+        pack_typed(serde, merged, "metadata", ("metadata", *here))
+        if lossy or hidden
+        else NULL_BYTEA
+    )
     return Batch(params, rows)
 
 
@@ -521,6 +581,7 @@ def put_writes_params(
         "task_id": _text(task_id, "task_id"),
         "task_path": _text(task_path or "", "task_path"),
     }
+    here = ("write", keys.thread_id, keys.checkpoint_ns, keys.checkpoint_id, params["task_id"])
     # ordinary writes only (idx = position, 0..n-1): scalars of a VALUES list whose idx is written
     # into the statement (see _write_rows in queries.sql)
     if (
@@ -528,16 +589,18 @@ def put_writes_params(
         and len(rows) == len(writes)
         and min(rows) >= 0
     ):
-        for (c, t, b), (channel, value) in zip(_WRITE_KEYS, rows.values(), strict=False):
+        for (c, t, b), (idx, (channel, value)) in zip(_WRITE_KEYS, rows.items(), strict=False):
             params[c] = channel
-            params[t], params[b] = dump(serde, value, "the write to channel", channel)
+            params[t], params[b] = dump_at(
+                serde, value, "the write to channel", channel, (*here, idx)
+            )
         return Batch(params, len(rows))
     idxs: list[int] = []
     channels: list[str] = []
     types: list[str] = []
     blobs: list[bytes | None] = []
     for idx, (channel, value) in rows.items():
-        type_, data = dump(serde, value, "the write to channel", channel)
+        type_, data = dump_at(serde, value, "the write to channel", channel, (*here, idx))
         idxs.append(idx)
         channels.append(channel)
         types.append(type_)
@@ -576,8 +639,10 @@ def list_select(
     filter: Mapping[str, Any] | None,
     before: RunnableConfig | None,
     limit: int | None,
+    visible: Collection[str] | None = None,
 ) -> Select:
-    """WHERE fragments and parameters for ``list``: everything is pushed into SQL."""
+    """WHERE fragments and parameters for ``list``: everything is pushed into SQL (the filter's
+    keys among ``visible``, the metadata keys stored in clear; all when None)."""
     predicates: list[str] = []
     params: Params = {"limit": None}
     configurable = _configurable(config, "config")
@@ -602,7 +667,7 @@ def list_select(
             raise InvalidInputError(
                 f"filter must be a dict of metadata keys to values, not {type(filter).__name__}"
             )
-        plan = _metadata.plan_filter(filter)
+        plan = _metadata.plan_filter(filter, visible)
         if plan.prefilter is not None:
             predicates.append("filter")
             params["filter"] = plan.prefilter
@@ -631,7 +696,9 @@ def matching_keys(
     metadata matches, in order, at most ``limit``."""
     keys: list[tuple[str, str, str]] = []
     for row in rows:
-        metadata = unpack_typed(serde, row[4]) if row[4] else row[3]
+        metadata = (
+            unpack_typed(serde, row[4], ("metadata", row[0], row[1], row[2])) if row[4] else row[3]
+        )
         if _metadata.matches(plan.filter, metadata):
             keys.append((row[0], row[1], row[2]))
             if limit is not None and len(keys) >= limit:
@@ -658,14 +725,16 @@ def read_rows_to_tuples(
     for each checkpoint, so no two tuples share a mutable object.
     """
     values: dict[tuple[str, str, str, str], list[Any]] = {}
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]] = {}
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]] = {}
     for row in rows:
         kind = row[0]
         if kind == 0:
             # type, data, and the decoded value once known to be shareable
             values[(row[1], row[2], row[3], row[4])] = [row[5], row[6], _UNSET]
         elif kind == 1:
-            writes.setdefault((row[1], row[2], row[3]), []).append((row[4], row[7], row[5], row[6]))
+            writes.setdefault((row[1], row[2], row[3]), []).append(
+                (row[4], row[7], row[5], row[6], row[9])
+            )
         else:
             yield _checkpoint_tuple(serde, row, values, writes)
 
@@ -689,9 +758,11 @@ def _checkpoint_tuple(
     serde: SerializerProtocol,
     row: Sequence[Any],
     values: dict[tuple[str, str, str, str], list[Any]],
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None]]],
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]],
 ) -> CheckpointTuple:
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
+    if isinstance(serde, KeyringSerializer):
+        return _sealed_checkpoint_tuple(serde, row, values, writes)
     loads = serde.loads_typed  # values decoded in place, as in get_tuple_rows_to_tuple
     checkpoint: dict[str, Any] = loads((row[5], row[6]))
     checkpoint["channel_versions"] = row[10]
@@ -710,7 +781,43 @@ def _checkpoint_tuple(
     metadata = unpack_typed(serde, row[12]) if row[12] else row[11]
     pending: list[PendingWrite] = [
         (task, channel, loads((type_, data or b"")))
-        for task, channel, type_, data in writes.get((thread_id, checkpoint_ns, checkpoint_id), ())
+        for task, channel, type_, data, _ in writes.get(
+            (thread_id, checkpoint_ns, checkpoint_id), ()
+        )
+    ]
+    return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
+
+
+def _sealed_checkpoint_tuple(
+    crypt: KeyringSerializer,
+    row: Sequence[Any],
+    values: dict[tuple[str, str, str, str], list[Any]],
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]],
+) -> CheckpointTuple:
+    """_checkpoint_tuple under a KeyringSerializer: every value opened at its own place."""
+    thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
+    here = (thread_id, checkpoint_ns, checkpoint_id)
+    opened = crypt.open
+    checkpoint: dict[str, Any] = opened(row[5], row[6], ("checkpoint", *here))
+    checkpoint["channel_versions"] = row[10]
+    channel_values: dict[str, Any] = {}
+    for channel, version in (row[10] or {}).items():
+        key = version if type(version) is str else _stored_version(version)
+        found = None if key is None else values.get((thread_id, checkpoint_ns, channel, key))
+        if found is not None:
+            value = found[2]
+            if value is _UNSET:
+                value = opened(
+                    found[0], found[1] or b"", ("blob", thread_id, checkpoint_ns, channel, key)
+                )
+                if type(value) in _SHAREABLE:
+                    found[2] = value
+            channel_values[channel] = value
+    checkpoint["channel_values"] = channel_values
+    metadata = unpack_typed(crypt, row[12], ("metadata", *here)) if row[12] else row[11]
+    pending: list[PendingWrite] = [
+        (task, channel, opened(type_, data or b"", ("write", *here, task, idx), channel))
+        for task, channel, type_, data, idx in writes.get(here, ())
     ]
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
 
@@ -724,6 +831,8 @@ def get_tuple_rows_to_tuple(
 ) -> CheckpointTuple | None:
     """The rows of ``get_tuple`` (one checkpoint: values, writes in order, then the checkpoint) as
     a CheckpointTuple, or None when no checkpoint matched."""
+    if isinstance(serde, KeyringSerializer):
+        return _sealed_get_tuple(serde, rows)
     head: Sequence[Any] | None = None
     channel_values: dict[str, Any] = {}
     pending: list[PendingWrite] = []
@@ -757,6 +866,35 @@ def get_tuple_rows_to_tuple(
         metadata,
         pending,
     )
+
+
+def _sealed_get_tuple(
+    crypt: KeyringSerializer, rows: Sequence[Sequence[Any]]
+) -> CheckpointTuple | None:
+    """get_tuple_rows_to_tuple under a KeyringSerializer (the head row, last, names the place)."""
+    if not rows or rows[-1][0] != 2:
+        return None
+    head = rows[-1]
+    thread_id, checkpoint_ns, checkpoint_id = head[10], head[11], head[1]
+    here = (thread_id, checkpoint_ns, checkpoint_id)
+    opened = crypt.open
+    channel_values: dict[str, Any] = {}
+    pending: list[PendingWrite] = []
+    for row in rows[:-1]:
+        if row[0] == 0:
+            blob: Place = ("blob", thread_id, checkpoint_ns, row[1], row[2])
+            channel_values[row[1]] = opened(row[3], row[4] or b"", blob)
+        else:
+            write: Place = ("write", *here, row[1], row[6])
+            pending.append((row[1], row[2], opened(row[3], row[4] or b"", write, row[2])))
+    checkpoint: dict[str, Any] = opened(head[3], head[4], ("checkpoint", *here))
+    versions = head[7]
+    checkpoint["channel_versions"] = versions
+    checkpoint["channel_values"] = {
+        channel: channel_values[channel] for channel in versions or () if channel in channel_values
+    }
+    metadata = unpack_typed(crypt, head[9], ("metadata", *here)) if head[9] else head[8]
+    return _tuple(thread_id, checkpoint_ns, checkpoint_id, head[2], checkpoint, metadata, pending)
 
 
 def _tuple(
@@ -820,9 +958,15 @@ def migrate_pending_sends(
     ``pending_sends``) as the value of that channel, with the newest of its versions, as the official
     saver reads such checkpoints. Changes the tuples' checkpoints in place."""
     sends: dict[tuple[str, str, str], list[Any]] = {}
-    for thread_id, ns, checkpoint_id, type_, blob in rows:
+    for thread_id, ns, checkpoint_id, type_, blob, task_id, idx in rows:
         sends.setdefault((thread_id, ns, checkpoint_id), []).append(
-            serde.loads_typed((type_, blob or b""))
+            load_at(
+                serde,
+                type_,
+                blob or b"",
+                ("write", thread_id, ns, checkpoint_id, task_id, idx),
+                TASKS,
+            )
         )
     for t in tuples:
         if t.parent_config is None or checkpoint_format(t.checkpoint) >= 4:

@@ -1,8 +1,9 @@
-"""Authenticated encryption bound to where a value belongs: the groundwork of issue 15's encryption.
+"""Authenticated encryption bound to where a value belongs: :class:`KeyringSerializer`.
 
-Not wired into the savers yet (see the closing note of issue 15): this module holds the cipher, so
-the saver can encrypt in ``_core`` where every value's place (thread, namespace, channel, version;
-or checkpoint, task, index) is known, which a LangGraph serializer never is.
+A LangGraph serializer never learns where a value goes; the savers do. ``_core`` seals every value
+it stores with the value's place (thread, namespace, channel, version; or checkpoint, task, index)
+as AES-GCM associated data, so a row swapped with another, copied into another thread by hand, or
+replaced by someone else's plaintext fails loudly instead of being read as that place's value.
 
 Format of a ciphertext: ``MAGIC`` (4 bytes), the key id's length (1 byte), the key id (UTF-8), a
 12-byte nonce, the AES-GCM ciphertext and its 16-byte tag. The associated data is the value's place,
@@ -12,26 +13,20 @@ Several keys: new values use the current one, reads use whichever the ciphertext
 
 from __future__ import annotations
 
+import copy
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from Crypto.Cipher import AES
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from .errors import PgSaverError
+from .errors import DecryptionError, EncryptionKeyError
 
 MAGIC = b"LGE1"
 _NONCE = 12
 _TAG = 16
-
-
-class EncryptionKeyError(PgSaverError):
-    """A ciphertext names a key id the keyring does not hold (a key removed too early, or a
-    keyring of another deployment)."""
-
-
-class DecryptionError(PgSaverError):
-    """A ciphertext failed authentication (tampered, truncated, or moved from another place), or
-    a plaintext value was read in strict mode."""
 
 
 def place(*parts: object) -> bytes:
@@ -107,21 +102,35 @@ class Keyring:
         except UnicodeDecodeError:
             return None
 
-    def decrypt(self, data: bytes, aad: bytes, where: str) -> bytes:
-        """The plaintext of ``data`` stored at ``where`` (named in errors); plaintext passes
-        through unless the keyring is strict."""
+    def header(self) -> bytes:
+        """The bytes every ciphertext of the current key starts with (what reencrypt looks for)."""
+        key_id = self.current.encode("utf-8")
+        return MAGIC + bytes([len(key_id)]) + key_id
+
+    def decrypt(self, data: bytes, aad: bytes, where: str | Callable[[], str]) -> bytes:
+        """The plaintext of ``data`` stored at ``where`` (named in errors; a callable is called
+        only for an error); plaintext passes through unless the keyring is strict."""
         if not self.is_encrypted(data):
             if self.strict:
-                raise DecryptionError(f"{where} is stored unencrypted, and the keyring is strict")
+                at = where() if callable(where) else where
+                raise DecryptionError(
+                    f"{at} is stored unencrypted, and the keyring is strict", where=at
+                )
             return data
         key_id = self.key_id_of(data)
         if key_id is None or len(data) < 5 + data[4] + _NONCE + _TAG:
-            raise DecryptionError(f"{where}: the ciphertext is malformed or truncated")
+            at = where() if callable(where) else where
+            raise DecryptionError(
+                f"{at}: the ciphertext is malformed or truncated", key_id=key_id, where=at
+            )
         key = self._keys.get(key_id)
         if key is None:
+            at = where() if callable(where) else where
             raise EncryptionKeyError(
-                f"{where} is encrypted with key {key_id!r}, which the keyring does not hold "
-                f"(it holds {', '.join(map(repr, self._keys))})"
+                f"{at} is encrypted with key {key_id!r}, which the keyring does not hold "
+                f"(it holds {', '.join(map(repr, self._keys))})",
+                key_id=key_id,
+                where=at,
             )
         start = 5 + data[4]
         nonce, body, tag = data[start : start + _NONCE], data[start + _NONCE : -_TAG], data[-_TAG:]
@@ -130,7 +139,163 @@ class Keyring:
         try:
             return bytes(cipher.decrypt_and_verify(body, tag))
         except ValueError:
+            at = where() if callable(where) else where
             raise DecryptionError(
-                f"{where} failed authentication with key {key_id!r}: it was changed, or it "
-                "belongs to another place (a row moved or copied from elsewhere)"
+                f"{at} failed authentication with key {key_id!r}: it was changed, or it "
+                "belongs to another place (a row moved or copied from elsewhere)",
+                key_id=key_id,
+                where=at,
             ) from None
+
+
+#: the suffix of the type of a value KeyringSerializer sealed (the inner serializer's type before it)
+SUFFIX = "+aead"
+#: the place of a value sealed without one (the serializer used on its own, outside a saver)
+UNBOUND = place("unbound")
+#: the metadata keys LangGraph itself writes, kept in plaintext (and filterable in SQL) by default
+DEFAULT_PLAINTEXT_METADATA = ("source", "step", "parents", "run_id")
+#: always plaintext: prune, copy_thread and delete_for_runs read it in SQL to keep the checkpoints
+#: a DeltaChannel is rebuilt from (channel names and counters, nothing a user passed)
+REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot"})
+
+Place = tuple[object, ...]
+
+
+def describe(parts: Place, channel: object = None) -> str:
+    """A value's place in words, for errors: ``('blob', thread, ns, channel, version)``,
+    ``('write', thread, ns, checkpoint, task, idx)``, ``('checkpoint' | 'metadata', thread, ns,
+    checkpoint)``."""
+    kind = parts[0] if parts else "unbound"
+    if kind == "blob" and len(parts) == 5:
+        return (
+            f"the value of channel {parts[3]!r} (version {parts[4]}) in thread {parts[1]!r}, "
+            f"namespace {parts[2]!r}"
+        )
+    if kind == "write" and len(parts) == 6:
+        to = "" if channel is None else f" to channel {channel!r}"
+        return (
+            f"the write{to} (task {parts[4]!r}, idx {parts[5]}) of checkpoint {parts[3]!r} in "
+            f"thread {parts[1]!r}, namespace {parts[2]!r}"
+        )
+    if kind in ("checkpoint", "metadata") and len(parts) == 4:
+        what = "checkpoint" if kind == "checkpoint" else "the metadata of checkpoint"
+        return f"{what} {parts[3]!r} in thread {parts[1]!r}, namespace {parts[2]!r}"
+    return "a value encrypted without a place"
+
+
+class KeyringSerializer(SerializerProtocol):
+    """A ``serde=`` for the savers that encrypts with AES-GCM, binds every value to its place and
+    rotates keys.
+
+    Every channel value, write, checkpoint body and (see ``plaintext_metadata``) metadata is
+    serialized by ``serde`` and then encrypted with the newest key; its ciphertext names its key
+    id, and the value's place (thread, namespace, channel and version; checkpoint, task and index)
+    is its associated data, so a row moved, swapped or replaced fails authentication.
+
+    Args:
+        keys: ``{key_id: key}`` or pairs; 16, 24 or 32 bytes each. Reads use whichever key a value
+            names; ``reencrypt`` moves stored values to the current key.
+        current: the key id new values are encrypted with (default: the first).
+        strict: refuse any stored value that is not sealed by this serializer (default). Pass
+            False while a database written without it is being converted with ``reencrypt``:
+            such values are then read by ``fallback``.
+        serde: the serializer of the plaintext (LangGraph's JsonPlusSerializer by default).
+        plaintext_metadata: the metadata keys stored in clear in the ``metadata`` jsonb column
+            (what ``list(filter=...)`` narrows by in SQL); every other key, including the
+            ``configurable`` values LangGraph copies into metadata, is stored only encrypted.
+            ``counters_since_delta_snapshot`` is always in clear (prune reads it in SQL).
+        fallback: reads values not sealed by this serializer when ``strict=False``: ``serde``
+            by default (plaintext); LangGraph's ``EncryptedSerializer`` for a database it wrote.
+    """
+
+    def __init__(
+        self,
+        keys: Mapping[str, bytes] | Iterable[tuple[str, bytes]],
+        *,
+        current: str | None = None,
+        strict: bool = True,
+        serde: SerializerProtocol | None = None,
+        plaintext_metadata: Collection[str] = DEFAULT_PLAINTEXT_METADATA,
+        fallback: SerializerProtocol | None = None,
+    ) -> None:
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
+        if isinstance(plaintext_metadata, str) or not all(
+            isinstance(k, str) for k in plaintext_metadata
+        ):
+            raise TypeError(
+                "plaintext_metadata must be a collection of metadata key names (str), "
+                f"not {plaintext_metadata!r}"
+            )
+        self.keyring = Keyring(keys, current=current, strict=strict)
+        self.serde: SerializerProtocol = serde if serde is not None else JsonPlusSerializer()
+        self.plaintext_metadata = frozenset(plaintext_metadata) | REQUIRED_PLAINTEXT_METADATA
+        self.fallback = fallback
+
+    @property
+    def strict(self) -> bool:
+        return self.keyring.strict
+
+    # -- SerializerProtocol: a value with no place (the serializer used on its own)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        type_, data = self.serde.dumps_typed(obj)
+        return self.seal(type_, bytes(data), ())
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.open(data[0], data[1], ())
+
+    # -- what the savers call, with the value's place
+
+    def seal(self, type_: str, data: bytes, parts: Place) -> tuple[str, bytes]:
+        """The stored form of a serialized value at ``parts``."""
+        aad = place(*parts) if parts else UNBOUND
+        return type_ + SUFFIX, self.keyring.encrypt(data, aad)
+
+    def unseal(
+        self, type_: str, data: bytes, parts: Place, channel: object = None
+    ) -> tuple[str, bytes] | None:
+        """The inner serializer's (type, bytes) of a stored value, or None for a value this
+        serializer did not seal (read by the fallback when not strict)."""
+        if not type_.endswith(SUFFIX):
+            if self.keyring.strict:
+                at = describe(parts, channel)
+                raise DecryptionError(
+                    f"{at} is stored unencrypted (type {type_!r}), and the KeyringSerializer is "
+                    "strict (pass strict=False to read such values while reencrypt converts them)",
+                    where=at,
+                )
+            return None
+        aad = place(*parts) if parts else UNBOUND
+        plain = self.keyring.decrypt(bytes(data), aad, lambda: describe(parts, channel))
+        return type_[: -len(SUFFIX)], plain
+
+    def open(self, type_: str, data: bytes, parts: Place, channel: object = None) -> Any:
+        """The value stored at ``parts`` (``channel`` only names it in errors)."""
+        inner = self.unseal(type_, data, parts, channel)
+        if inner is not None:
+            return self.serde.loads_typed(inner)
+        return self._fallback_loads(type_, data, parts, channel)
+
+    def _fallback_loads(self, type_: str, data: bytes, parts: Place, channel: object) -> Any:
+        if self.fallback is None and "+" in type_:
+            at = describe(parts, channel)
+            raise DecryptionError(
+                f"{at} is encrypted by another serializer (type {type_!r}): pass that serializer "
+                "as KeyringSerializer(..., fallback=...) to read it",
+                where=at,
+            )
+        return (self.fallback or self.serde).loads_typed((type_, data))
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> KeyringSerializer:
+        """A copy whose inner serializer has LangGraph's msgpack allowlist extended (what
+        ``with_allowlist`` asks of a saver's serde)."""
+        updated = getattr(self.serde, "with_msgpack_allowlist", None)
+        if updated is None:
+            return self
+        inner = updated(extra_allowlist)
+        if inner is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = inner
+        return clone

@@ -558,9 +558,12 @@ class AsyncDriver:
                         await cur.execute(
                             self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
                         )
-                    for stmt in step.statements:
-                        await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                    rows = await _rows(cur)
+                    part: _lifecycle.Step | None = step
+                    while part is not None:
+                        for stmt in part.statements:
+                            await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                        rows = await _rows(cur)
+                        part = part.then(rows) if part.then is not None else None
                     committing = True
             except Exception as exc:
                 if committing:

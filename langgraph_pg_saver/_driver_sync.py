@@ -507,9 +507,12 @@ class Driver:
                         cur.execute(
                             self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
                         )
-                    for stmt in step.statements:
-                        cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
-                    rows = _rows(cur)
+                    part: _lifecycle.Step | None = step
+                    while part is not None:
+                        for stmt in part.statements:
+                            cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                        rows = _rows(cur)
+                        part = part.then(rows) if part.then is not None else None
                     committing = True
             except Exception as exc:
                 if committing:

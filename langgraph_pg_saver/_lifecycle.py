@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _core
+from ._crypto import KeyringSerializer, Place
 from ._sql import Queries
 from .errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
 
@@ -41,14 +42,21 @@ class Stmt:
 
 @dataclass(frozen=True)
 class Step:
-    """Statements run in order in one transaction (a lone statement runs on its own, atomically)."""
+    """Statements run in order in one transaction (a lone statement runs on its own, atomically).
+
+    ``then``: called with the rows of the last statement; the Step it returns (or None) runs next
+    in the same transaction, and so on; the rows of the last statement run go back to the
+    generator. It must depend only on the rows: a step rerun after a transient error calls it
+    again.
+    """
 
     statements: tuple[Stmt, ...]
     lock_timeout: float | None = None
+    then: Callable[[Rows], Step | None] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def transactional(self) -> bool:
-        return len(self.statements) > 1 or self.lock_timeout is not None
+        return len(self.statements) > 1 or self.lock_timeout is not None or self.then is not None
 
 
 Steps = Generator[Step, Rows, Any]
@@ -154,8 +162,15 @@ def assemble_history(
     """Rows of ``delta_history`` (already oldest → newest, writes in writes_sort_key order)."""
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
-    for kind, _depth, _path, task_id, _idx, channel, type_, blob in rows:
-        value = serde.loads_typed((type_, blob if blob is not None else b""))
+    crypt = _core.sealer(serde)
+    for kind, _depth, _path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
+        data = blob if blob is not None else b""
+        if crypt is None:
+            value = serde.loads_typed((type_, data))
+        elif kind == 0:
+            value = crypt.open(type_, data, ("write", thread, ns, cid, task_id, idx), channel)
+        else:
+            value = crypt.open(type_, data, ("blob", thread, ns, channel, version), channel)
         if kind == 0:
             writes[channel].append((task_id, channel, value))
         else:
@@ -262,7 +277,16 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
 # --------------------------------------------------------------------------- copy and delete_for_runs
 
 
-def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Steps:
+def copy_thread(
+    q: Queries,
+    source: str,
+    target: str,
+    *,
+    overwrite: bool,
+    serde: SerializerProtocol | None = None,
+) -> Steps:
+    """Copy a thread in one transaction. Under a KeyringSerializer the copied values are sealed
+    again for the target's place in that transaction (they were bound to the source's)."""
     src = _core.thread_id_param(source)
     dst = _core.thread_id_param(target)
     if src == dst:
@@ -274,9 +298,23 @@ def copy_thread(q: Queries, source: str, target: str, *, overwrite: bool) -> Ste
             Stmt(q["delete_threads"], {"thread_ids": [dst], "idle_for": None}),
             *statements,
         )
+    crypt = None if serde is None else _core.sealer(serde)
+    counts: list[tuple[Any, ...]] = []
+
+    def copied(rows: Rows) -> Step | None:
+        counts[:] = rows
+        if crypt is None or not rows[0][0]:
+            return None
+        return Step((Stmt(q["sealed_rows_of_thread"], {"thread_id": dst}),), then=sealed)
+
+    def sealed(rows: Rows) -> Step | None:
+        if crypt is None or not rows:
+            return None
+        return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
+
     # the target is locked: concurrent copies into it, or puts to it, wait for this one
-    rows = yield Step(_locked(q, [dst], *statements), DEFAULT_LOCK_TIMEOUT)
-    free, checkpoints, writes, blobs = rows[0]
+    yield Step(_locked(q, [dst], *statements), DEFAULT_LOCK_TIMEOUT, then=copied)
+    free, checkpoints, writes, blobs = counts[0]
     if not free:
         raise ThreadNotEmptyError(dst)
     return Report(
@@ -301,6 +339,148 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
         raise DeltaDependencyError(run_ids=ids, dependents=dependents)
     summary = next(r for r in rows if r[0] == 0)
     return Report(checkpoints=int(summary[5]), writes=int(summary[6]), blobs=int(summary[7]))
+
+
+# --------------------------------------------------------------------------- encryption
+
+
+def _reseal_one(
+    crypt: KeyringSerializer, type_: str, data: bytes, old: Place, new: Place, channel: object
+) -> tuple[str, bytes]:
+    """A stored value sealed for ``new`` with the current key: opened at ``old`` (checked, as a
+    read is), never deserialized unless another serializer (the fallback) wrote it."""
+    inner = crypt.unseal(type_, data, old, channel)
+    if inner is None:
+        if crypt.fallback is None and "+" not in type_:
+            inner = (type_, data)  # the inner serializer's own plaintext
+        else:
+            value = crypt.open(type_, data, old, channel)
+            inner = _core.dump(crypt.serde, value, "a value read by the fallback serializer")
+    return crypt.seal(inner[0], inner[1], new)
+
+
+#: the ``reseal`` array parameters, per kind of row: the key columns, then type and value
+_RESEAL_COLUMNS = (
+    ("b_threads", "b_nss", "b_channels", "b_versions", "b_types", "b_blobs"),
+    ("w_threads", "w_nss", "w_ids", "w_tasks", "w_idxs", "w_types", "w_blobs"),
+    ("c_threads", "c_nss", "c_ids", "c_types", "c_bodies", "c_metadata", "c_exact"),
+)
+
+
+def reseal_params(
+    crypt: KeyringSerializer, rows: Rows, *, source: str | None = None
+) -> dict[str, Any]:
+    """The ``reseal`` parameters for rows of ``sealed_rows_of_thread`` / ``reencrypt_*``: each
+    value sealed again with the current key, for its place; with ``source``, the rows are a copy
+    whose values are still bound to that thread. Metadata is split again by plaintext_metadata
+    (a row written before the KeyringSerializer keeps only those keys in clear)."""
+    columns: list[list[list[Any]]] = [[[] for _ in names] for names in _RESEAL_COLUMNS]
+    for kind, thread, ns, a, b, channel, idx, type_, data, metadata, exact in rows:
+        was = thread if source is None else source
+        out = columns[kind]
+        if kind == 0:
+            key: tuple[Any, ...] = (ns, a, b)
+            old: Place = ("blob", was, *key)
+            new: Place = ("blob", thread, *key)
+            channel = a
+        elif kind == 1:
+            key = (ns, a, b, idx)
+            old, new = ("write", was, *key), ("write", thread, *key)
+        else:
+            key = (ns, a)
+            old, new = ("checkpoint", was, *key), ("checkpoint", thread, *key)
+        values: list[Any] = [
+            thread,
+            *key,
+            *_reseal_one(crypt, type_, data or b"", old, new, channel),
+        ]
+        if kind == 2:
+            full = _core.unpack_typed(crypt, exact, ("metadata", was, *key)) if exact else metadata
+            text, lossy, hidden = _core.metadata_columns(crypt, full)
+            values.append(text)
+            values.append(
+                _core.pack_typed(crypt, full, "metadata", ("metadata", thread, *key))
+                if lossy or hidden
+                else None
+            )
+        for column, value in zip(out, values, strict=True):
+            column.append(value)
+    return {
+        name: column
+        for names, kind_columns in zip(_RESEAL_COLUMNS, columns, strict=True)
+        for name, column in zip(names, kind_columns, strict=True)
+    }
+
+
+def reencrypt(
+    q: Queries,
+    crypt: KeyringSerializer,
+    *,
+    thread_id: str | None = None,
+    batch: int = DEFAULT_BATCH,
+    progress: Callable[[Report], None] | None = None,
+) -> Steps:
+    """Seal every stored value not sealed with the current key again (rotation), and plaintext
+    ones for the first time (strict=False), ``batch`` rows per transaction, in primary-key order.
+    Rows are locked while their batch runs; an interrupted run is resumed by running it again
+    (what is done is found done)."""
+    batch = _batch_size(batch)
+    thread = None if thread_id is None else _core.thread_id_param(thread_id)
+    total = Report()
+    base = {
+        "thread_id": thread,
+        "limit": batch,
+        "header": crypt.keyring.header(),
+        "plaintext": sorted(crypt.plaintext_metadata),
+    }
+    previous: str | None = None
+    # per table: its batch query, and the row columns of its primary key (after thread, namespace)
+    tables = (
+        (q["reencrypt_blobs"], 0, (3, 4)),
+        (q["reencrypt_writes"], 1, (3, 4, 6)),
+        (q["reencrypt_checkpoints"], 2, (3,)),
+    )
+    for query, kind, key_columns in tables:
+        after: tuple[Any, ...] | None = None
+        while True:
+            keys = (*(after or ()), None, None, None, None, None)[:5]
+            params = {
+                **base,
+                **dict(zip(("k1", "k2", "k3", "k4", "k5"), keys, strict=True)),
+                "first": after is None,
+            }
+            found: list[tuple[Any, ...]] = []
+
+            def chosen(rows: Rows, found: list[tuple[Any, ...]] = found) -> Step | None:
+                found[:] = rows
+                if not rows:
+                    return None
+                return Step((Stmt(q["reseal"], reseal_params(crypt, rows)),))
+
+            yield Step((Stmt(query, params),), then=chosen)
+            if not found:
+                break
+            last = found[-1]
+            after = (last[1], last[2], *(last[i] for i in key_columns))
+            n = len(found)
+            if kind == 0:
+                total.blobs += n
+            elif kind == 1:
+                total.writes += n
+            else:
+                total.checkpoints += n
+                # threads whose checkpoints were sealed again (rows come in thread order)
+                for r in found:
+                    if r[1] != previous:
+                        total.threads += 1
+                        previous = r[1]
+            total.batches += 1
+            total.last_thread_id = last[1]
+            if progress is not None:
+                progress(dataclasses.replace(total))
+            if len(found) < batch:
+                break
+    return total
 
 
 # --------------------------------------------------------------------------- retention

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 # json.dumps with options builds an encoder per call: build it once (it keeps no state)
@@ -190,11 +190,13 @@ class FilterPlan(NamedTuple):
     filter: dict[Any, Any]
 
 
-def plan_filter(filter: Mapping[Any, Any]) -> FilterPlan:
+def plan_filter(filter: Mapping[Any, Any], visible: Collection[str] | None = None) -> FilterPlan:
+    """``visible``: the keys the metadata column holds in clear (all when None); others are
+    checked only on the whole metadata, read back."""
     pre: dict[str, Any] = {}
     exact = True
     for key, value in filter.items():
-        part = _pre(value) if _plain_str(key) else _DROP
+        part = _pre(value) if _plain_str(key) and (visible is None or key in visible) else _DROP
         if part is _DROP:
             exact = False
         else:

@@ -40,7 +40,7 @@ from ._base import (
 )
 from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
 from ._lifecycle import Report
-from .errors import ParentCheckpointMissingError
+from .errors import InvalidInputError, ParentCheckpointMissingError
 from .pool import AsyncLifoConnectionPool
 from .retry import DEFAULT_RETRY, RetryPolicy
 
@@ -297,7 +297,7 @@ class AsyncPostgresSaver(SaverBase):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
-        sel = _core.list_select(config, filter, before, limit)
+        sel = _core.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         if sel.filter is None:
@@ -424,8 +424,40 @@ class AsyncPostgresSaver(SaverBase):
         nothing.
         """
         await self._driver.drive(
-            _lifecycle.copy_thread(self._q, source_thread_id, target_thread_id, overwrite=overwrite)
+            _lifecycle.copy_thread(
+                self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
+            )
         )
+
+    async def areencrypt(
+        self,
+        thread_id: str | None = None,
+        *,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Seal every stored value of ``thread_id`` (or of every thread) again with the
+        KeyringSerializer's current key: after adding a key (rotation), or to encrypt what was
+        stored before the serializer was used (``strict=False``; its metadata then keeps only the
+        ``plaintext_metadata`` keys in clear).
+
+        Works ``batch`` rows per short transaction (the rows are locked meanwhile; the agents keep
+        running). Interrupted, it resumes by being run again: values already under the current key
+        are skipped. Returns what was sealed again (checkpoints, writes, blobs, threads whose
+        checkpoints changed). A value that fails to open stops it with the error naming the value.
+        """
+        crypt = _core.sealer(self.serde)
+        if crypt is None:
+            raise InvalidInputError(
+                "reencrypt needs the saver's serde to be a KeyringSerializer, not "
+                f"{type(self.serde).__name__}"
+            )
+        report: Report = await self._driver.drive(
+            _lifecycle.reencrypt(
+                self._q, crypt, thread_id=thread_id, batch=batch, progress=progress
+            )
+        )
+        return report
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) created by these runs, in one statement.
@@ -505,6 +537,7 @@ class AsyncPostgresSaver(SaverBase):
     get_delta_channel_history = _bridged("get_delta_channel_history")
     prune = _bridged("prune")
     copy_thread = _bridged("copy_thread")
+    reencrypt = _bridged("reencrypt")
     delete_for_runs = _bridged("delete_for_runs")
     retention = _bridged("retention")
     healthcheck = _bridged("healthcheck")

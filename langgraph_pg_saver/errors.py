@@ -158,3 +158,27 @@ class ParentCheckpointMissingError(PgSaverError):
             "unchanged is gone, or a DeltaChannel must be rebuilt from its ancestors: was the thread "
             "deleted or pruned meanwhile?); nothing was written"
         )
+
+
+class EncryptionKeyError(PgSaverError):
+    """A stored value is encrypted with a key id the :class:`KeyringSerializer` does not hold (a
+    key removed before ``reencrypt`` moved every row to a newer one, or another deployment's
+    keyring). ``key_id`` names it; ``where`` says which value (thread, namespace, checkpoint,
+    channel)."""
+
+    def __init__(self, message: str, *, key_id: str | None = None, where: str = "") -> None:
+        super().__init__(message)
+        self.key_id = key_id
+        self.where = where
+
+
+class DecryptionError(PgSaverError, ValueError):
+    """A stored value failed authentication: it was changed, truncated, or moved from another
+    place (another thread, checkpoint, channel or version), or it is plaintext and the
+    :class:`KeyringSerializer` is strict. ``where`` says which value. (A ValueError, as the
+    ``MAC check failed`` of LangGraph's EncryptedSerializer is.)"""
+
+    def __init__(self, message: str, *, key_id: str | None = None, where: str = "") -> None:
+        super().__init__(message)
+        self.key_id = key_id
+        self.where = where

@@ -444,7 +444,7 @@ c.metadata @> %(filter)s::jsonb
 -- For checkpoints of format 4 and older (LangGraph then kept Send packets as writes of its parent):
 -- the __pregel_tasks writes of the given parent checkpoints, in writes_sort_key order. Run only
 -- when such a checkpoint was read.
-SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.type, w.blob
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.type, w.blob, w.task_id, w.idx
 FROM unnest(%(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
     AS p (thread_id, checkpoint_ns, checkpoint_id)
 JOIN {schema}.pgsaver_writes AS w
@@ -498,7 +498,9 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- name: delta_history
 -- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
 -- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
--- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent.
+-- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent. The last four
+-- columns (thread, namespace, checkpoint, version) are each value's place, which a KeyringSerializer
+-- checks.
 -- The target is chosen by {where} with get_tuple's predicates, hidden from the planner like list()'s:
 -- for a LIMIT 1 on the primary key that changes no plan, and its few microseconds are nothing here
 -- (get_tuple, where they are a share of the call, compares plainly).
@@ -530,13 +532,15 @@ WITH RECURSIVE target AS (
     WHERE cardinality(w.remaining) > 0
       AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
 )
-SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob
+SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob,
+       w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::text AS version
 FROM walk AS w
 JOIN {schema}.pgsaver_writes AS wr
   ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
 WHERE wr.channel = ANY (w.wanted)
 UNION ALL
-SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob
+SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob,
+       w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.channel_versions ->> ch.name
 FROM walk AS w
 CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
 CROSS JOIN LATERAL (
@@ -894,3 +898,105 @@ UNION ALL
 SELECT 'schema ' || %(schema)s, 'USAGE'
 WHERE NOT has_schema_privilege(%(schema)s, 'USAGE')
 ORDER BY 1, 2
+
+-- ============================================================================ encryption (KeyringSerializer)
+-- Rows of a value to seal again, in one shape for all three tables (_crypto, _lifecycle.reseal):
+--   kind 0 blob: thread, namespace, channel, version, NULL, NULL, type, blob, NULL, NULL;
+--   kind 1 write: thread, namespace, checkpoint id, task id, channel, idx, type, blob, NULL, NULL;
+--   kind 2 checkpoint: thread, namespace, checkpoint id, NULL, NULL, NULL, type, body, metadata,
+--          metadata_exact.
+
+-- name: sealed_rows_of_thread
+-- copy_thread under a KeyringSerializer: the target's rows copied sealed for the source's place
+-- (every checkpoint: its metadata is sealed too), locked until the transaction ends.
+SELECT 0 AS kind, b.thread_id, b.checkpoint_ns, b.channel, b.version, NULL::text, NULL::integer,
+       b.type, b.blob, NULL::jsonb, NULL::bytea
+FROM {schema}.pgsaver_blobs AS b
+WHERE b.thread_id = %(thread_id)s AND b.type LIKE '%%+aead'
+UNION ALL
+SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx, w.type, w.blob,
+       NULL, NULL
+FROM {schema}.pgsaver_writes AS w
+WHERE w.thread_id = %(thread_id)s AND w.type LIKE '%%+aead'
+UNION ALL
+SELECT 2, c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL, NULL, NULL, c.type, c.checkpoint,
+       c.metadata, c.metadata_exact
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id = %(thread_id)s
+
+-- name: reencrypt_blobs
+-- One batch of reencrypt: the next blobs (after the key given, in primary-key order) not sealed
+-- with the current key (%(header)b starts each of its ciphertexts), locked until the batch commits.
+SELECT 0 AS kind, b.thread_id, b.checkpoint_ns, b.channel, b.version, NULL::text, NULL::integer,
+       b.type, b.blob, NULL::jsonb, NULL::bytea
+FROM {schema}.pgsaver_blobs AS b
+WHERE (%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
+  AND (%(first)s OR (b.thread_id, b.checkpoint_ns, b.channel, b.version) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s))
+  AND b.type <> 'empty'
+  AND (b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
+ORDER BY b.thread_id, b.checkpoint_ns, b.channel, b.version
+LIMIT %(limit)s
+FOR UPDATE
+
+-- name: reencrypt_writes
+-- reencrypt_blobs for pending writes.
+SELECT 1 AS kind, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx,
+       w.type, w.blob, NULL::jsonb, NULL::bytea
+FROM {schema}.pgsaver_writes AS w
+WHERE (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
+  AND (%(first)s OR (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+                    > (%(k1)s, %(k2)s, %(k3)s, %(k4)s, %(k5)s::integer))
+  AND (w.type NOT LIKE '%%+aead' OR substring(w.blob FOR octet_length(%(header)b)) <> %(header)b)
+ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+LIMIT %(limit)s
+FOR UPDATE
+
+-- name: reencrypt_checkpoints
+-- reencrypt_blobs for checkpoints: the body, the sealed metadata, and metadata kept in clear that
+-- has keys outside plaintext_metadata (a row written before the KeyringSerializer).
+SELECT 2 AS kind, c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL::text, NULL::text,
+       NULL::integer, c.type, c.checkpoint, c.metadata, c.metadata_exact
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE (%(thread_id)s::text IS NULL OR c.thread_id = %(thread_id)s)
+  AND (%(first)s OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id) > (%(k1)s, %(k2)s, %(k3)s))
+  AND (c.type NOT LIKE '%%+aead'
+       OR substring(c.checkpoint FOR octet_length(%(header)b)) <> %(header)b
+       OR (c.metadata_exact IS NOT NULL
+           AND substring(c.metadata_exact FROM position('\x0a'::bytea IN c.metadata_exact) + 1
+                         FOR octet_length(%(header)b)) <> %(header)b)
+       OR (c.metadata_exact IS NULL AND jsonb_typeof(c.metadata) = 'object'
+           AND EXISTS (SELECT 1 FROM jsonb_object_keys(c.metadata) AS k
+                       WHERE NOT k = ANY (%(plaintext)b::text[]))))
+ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
+LIMIT %(limit)s
+FOR UPDATE
+
+-- name: reseal
+-- The values sealed again (_lifecycle.reseal_params), by primary key; the counts of rows changed.
+WITH ub AS (
+    UPDATE {schema}.pgsaver_blobs AS b SET type = u.type, blob = u.blob
+    FROM unnest(%(b_threads)b::text[], %(b_nss)b::text[], %(b_channels)b::text[],
+                %(b_versions)b::text[], %(b_types)b::text[], %(b_blobs)b::bytea[])
+        AS u(thread_id, checkpoint_ns, channel, version, type, blob)
+    WHERE b.thread_id = u.thread_id AND b.checkpoint_ns = u.checkpoint_ns
+      AND b.channel = u.channel AND b.version = u.version
+    RETURNING 1
+), uw AS (
+    UPDATE {schema}.pgsaver_writes AS w SET type = u.type, blob = u.blob
+    FROM unnest(%(w_threads)b::text[], %(w_nss)b::text[], %(w_ids)b::text[], %(w_tasks)b::text[],
+                %(w_idxs)b::integer[], %(w_types)b::text[], %(w_blobs)b::bytea[])
+        AS u(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, blob)
+    WHERE w.thread_id = u.thread_id AND w.checkpoint_ns = u.checkpoint_ns
+      AND w.checkpoint_id = u.checkpoint_id AND w.task_id = u.task_id AND w.idx = u.idx
+    RETURNING 1
+), uc AS (
+    UPDATE {schema}.pgsaver_checkpoints AS c
+    SET type = u.type, checkpoint = u.body, metadata = u.metadata::jsonb, metadata_exact = u.exact
+    FROM unnest(%(c_threads)b::text[], %(c_nss)b::text[], %(c_ids)b::text[], %(c_types)b::text[],
+                %(c_bodies)b::bytea[], %(c_metadata)b::text[], %(c_exact)b::bytea[])
+        AS u(thread_id, checkpoint_ns, checkpoint_id, type, body, metadata, exact)
+    WHERE c.thread_id = u.thread_id AND c.checkpoint_ns = u.checkpoint_ns
+      AND c.checkpoint_id = u.checkpoint_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FROM ub)

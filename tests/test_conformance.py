@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
-from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+from langgraph_pg_saver import AsyncPostgresSaver, KeyringSerializer, PostgresSaver
 
 ALL = {c.value for c in ALL_CAPABILITIES}
 
@@ -93,28 +93,35 @@ def _assert_report(report: Any, expected: set[str]) -> None:
         assert report.results[name].tests_passed > 0, name
 
 
-@pytest.fixture(params=["direct", "pgbouncer"])
-def target_dsn(request: pytest.FixtureRequest, db_dsn: str) -> str:
-    """The test database, direct and through a transaction-mode PgBouncer (defaults either way)."""
+@pytest.fixture(params=["direct", "pgbouncer", "sealed"])
+def target(request: pytest.FixtureRequest, db_dsn: str) -> tuple[str, KeyringSerializer | None]:
+    """The test database, direct and through a transaction-mode PgBouncer (defaults either way),
+    and direct with every value sealed by a KeyringSerializer."""
     if request.param == "pgbouncer":
-        return str(request.getfixturevalue("bouncer").dsn(db_dsn))
-    return db_dsn
+        return str(request.getfixturevalue("bouncer").dsn(db_dsn)), None
+    if request.param == "sealed":
+        return db_dsn, KeyringSerializer({"k1": b"k" * 32})
+    return db_dsn, None
 
 
-async def test_conformance_async_saver(target_dsn: str) -> None:
+async def test_conformance_async_saver(target: tuple[str, KeyringSerializer | None]) -> None:
+    dsn, serde = target
+
     @checkpointer_test(name="AsyncPostgresSaver")
     async def factory() -> AsyncIterator[AsyncPostgresSaver]:
-        async with AsyncPostgresSaver.from_conn_string(target_dsn, max_size=4) as saver:
+        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as saver:
             yield saver
 
     report = await validate(factory)
     _assert_report(report, ALL)
 
 
-async def test_conformance_sync_saver(target_dsn: str) -> None:
+async def test_conformance_sync_saver(target: tuple[str, KeyringSerializer | None]) -> None:
+    dsn, serde = target
+
     @checkpointer_test(name="PostgresSaver")
     async def factory() -> AsyncIterator[BaseCheckpointSaver[str]]:
-        with PostgresSaver.from_conn_string(target_dsn, max_size=4) as saver:
+        with PostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as saver:
             yield SyncAsAsync(saver)
 
     report = await validate(factory)

@@ -1,13 +1,30 @@
-"""EncryptedSerializer: values round-trip and no channel value or write is stored in plaintext."""
+"""Encryption: LangGraph's EncryptedSerializer works as with the official saver; our
+KeyringSerializer seals every value bound to its place, rotates keys, protects metadata."""
 
 from __future__ import annotations
 
-import psycopg
-from graphs import two_nodes
-from helpers import checkpoint, config
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
 
-from langgraph_pg_saver import PostgresSaver
+import psycopg
+import pytest
+from graphs import delta_chat, two_nodes
+from helpers import checkpoint, config, run_threads
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_pg_saver import (
+    AsyncPostgresSaver,
+    DecryptionError,
+    EncryptionKeyError,
+    InvalidInputError,
+    KeyringSerializer,
+    PostgresSaver,
+    Report,
+)
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SECRET = "top-secret-value-4242"
@@ -66,3 +83,397 @@ def test_encrypted_values_round_trip_and_are_not_stored_in_plaintext(db_dsn: str
         except Exception:
             tup = None
         assert tup is None or tup.checkpoint["channel_values"].get("msg") != SECRET
+
+
+# --------------------------------------------------------------------------- KeyringSerializer
+
+K1, K2 = b"1" * 32, b"2" * 32
+API_KEY = "sk-live-do-not-store-4242"
+
+
+def keyring(*ids: str, **kw: Any) -> KeyringSerializer:
+    keys = {"k1": K1, "k2": K2}
+    return KeyringSerializer({i: keys[i] for i in ids}, **kw)
+
+
+def history(saver: Any, thread_id: str, builder: Any = two_nodes) -> list[Any]:
+    graph = builder().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread_id}}
+    return [
+        (s.values, s.next, s.metadata, s.config["configurable"]["checkpoint_id"])
+        for s in graph.get_state_history(cfg)
+    ]
+
+
+def run_graph(saver: Any, thread_id: str, builder: Any = two_nodes, turns: int = 1) -> None:
+    graph = builder().compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": thread_id, "user_api_key": API_KEY}}
+    for i in range(turns):
+        graph.invoke({"foo": f"in-{i}", "bar": [SECRET]} if builder is two_nodes else {}, cfg)
+
+
+def stored_headers(dsn: str) -> set[bytes]:
+    """The key-id headers of every sealed value (bodies, blobs, writes, sealed metadata)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT blob FROM pgsaver_blobs WHERE type <> 'empty' "
+            "UNION ALL SELECT blob FROM pgsaver_writes UNION ALL SELECT checkpoint FROM "
+            "pgsaver_checkpoints UNION ALL SELECT substring(metadata_exact FROM "
+            "position('\\x0a'::bytea IN metadata_exact) + 1) FROM pgsaver_checkpoints "
+            "WHERE metadata_exact IS NOT NULL"
+        ).fetchall()
+    return {bytes(r[0])[:7] for r in rows}
+
+
+def test_keyring_serializer_stores_nothing_in_clear_not_even_configurable_values(
+    db_dsn: str,
+) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "t")
+        cp = checkpoint({"msg": SECRET})
+        stored = saver.put(config("p"), cp, {"step": 1, "note": SECRET}, cp["channel_versions"])
+        saver.put_writes(stored, [("msg", SECRET), ("__error__", SECRET)], "task")
+        tup = saver.get_tuple(stored)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"msg": SECRET}
+        assert tup.metadata == {"step": 1, "note": SECRET}
+        assert sorted(w[2] for w in tup.pending_writes) == [SECRET, SECRET]
+        states = history(saver, "t")
+    # the metadata LangGraph copied from configurable comes back whole
+    assert all(meta.get("user_api_key") == API_KEY for _, _, meta, _ in states)
+    assert states[0][0] == {"foo": "b", "bar": [SECRET, "a", "b"]}
+    raw = raw_bytes(db_dsn)
+    assert SECRET.encode() not in raw
+    assert API_KEY.encode() not in raw
+    assert stored_headers(db_dsn) == {b"LGE1\x02k1"}
+    with psycopg.connect(db_dsn) as conn:
+        keys = {k for (m,) in conn.execute("SELECT metadata FROM pgsaver_checkpoints") for k in m}
+        types = {t for (t,) in conn.execute("SELECT type FROM pgsaver_writes")}
+    # only LangGraph's own keys stay in clear, for list(filter=...) in SQL
+    assert keys <= {"source", "step", "parents", "run_id"}, keys
+    assert types
+    assert all(t.endswith("+aead") for t in types), types
+
+
+async def test_async_keyring_serializer_round_trips_and_seals(db_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "a", "user_api_key": API_KEY}}
+        await graph.ainvoke({"foo": "x", "bar": [SECRET]}, cfg)
+        state = await graph.aget_state(cfg)
+        assert state.values == {"foo": "b", "bar": [SECRET, "a", "b"]}
+        assert state.metadata is not None
+        assert state.metadata["user_api_key"] == API_KEY
+        found = [t async for t in saver.alist(None, filter={"user_api_key": API_KEY})]
+        assert len(found) == 4
+        report = await saver.areencrypt()
+        assert report.checkpoints == report.writes == report.blobs == 0
+    raw = raw_bytes(db_dsn)
+    assert SECRET.encode() not in raw
+    assert API_KEY.encode() not in raw
+
+
+def _swap(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql, params)
+
+
+def test_a_moved_swapped_or_replaced_row_fails_loudly_naming_it(db_dsn: str) -> None:
+    serde = keyring("k1")
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        run_graph(saver, "victim")
+        run_graph(saver, "attacker")
+        latest = saver.get_tuple({"configurable": {"thread_id": "victim"}})
+        assert latest is not None
+        victim_id = latest.config["configurable"]["checkpoint_id"]
+
+        def read_victim() -> None:
+            list(saver.list({"configurable": {"thread_id": "victim"}}))
+            saver.get_tuple({"configurable": {"thread_id": "victim"}})
+
+        read_victim()
+        # the attacker's value of 'bar' put in place of the victim's (same channel and version)
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_blobs SET blob = (SELECT blob FROM pgsaver_blobs WHERE "
+            "thread_id = 'attacker' AND channel = 'bar' LIMIT 1) "
+            "WHERE thread_id = 'victim' AND channel = 'bar'",
+        )
+        with pytest.raises(DecryptionError, match=r"channel 'bar' .* thread 'victim'") as err:
+            read_victim()
+        assert "failed authentication with key 'k1'" in str(err.value)
+        assert "thread 'victim'" in err.value.where
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        saver.delete_thread("victim")
+        run_graph(saver, "victim")
+        latest = saver.get_tuple({"configurable": {"thread_id": "victim"}})
+        assert latest is not None
+        victim_id = latest.config["configurable"]["checkpoint_id"]
+        # two checkpoint bodies of one thread swapped
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_checkpoints AS c SET checkpoint = p.checkpoint "
+            "FROM pgsaver_checkpoints AS p WHERE c.thread_id = 'victim' AND "
+            "p.thread_id = 'victim' AND c.checkpoint_id = %s AND p.checkpoint_id = "
+            "c.parent_checkpoint_id",
+            (victim_id,),
+        )
+        with pytest.raises(DecryptionError, match=f"checkpoint '{victim_id}' in thread 'victim'"):
+            saver.get_tuple({"configurable": {"thread_id": "victim"}})
+        # sealed metadata from another checkpoint
+        saver.delete_thread("victim")
+        run_graph(saver, "victim")
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_checkpoints AS c SET metadata_exact = p.metadata_exact "
+            "FROM pgsaver_checkpoints AS p WHERE c.thread_id = 'victim' AND "
+            "p.thread_id = 'attacker' AND p.checkpoint_id = (SELECT max(checkpoint_id) "
+            "FROM pgsaver_checkpoints WHERE thread_id = 'attacker')",
+        )
+        with pytest.raises(DecryptionError, match="the metadata of checkpoint"):
+            saver.get_tuple({"configurable": {"thread_id": "victim"}})
+        # a write's index changed (two writes of one task swapped)
+        saver.delete_thread("victim")
+        cp = checkpoint({"msg": 1})
+        stored = saver.put(config("victim"), cp, {}, cp["channel_versions"])
+        saver.put_writes(stored, [("msg", "first"), ("msg", "second")], "task")
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_writes SET idx = 1 - idx + 10 WHERE thread_id = 'victim'; "
+            "UPDATE pgsaver_writes SET idx = idx - 10 WHERE thread_id = 'victim'",
+        )
+        with pytest.raises(DecryptionError, match=r"write to channel 'msg' \(task 'task', idx"):
+            saver.get_tuple(stored)
+        # an attacker's plaintext row (LangGraph's own serializer) in place of a sealed one
+        plain_type, plain = JsonPlusSerializer().dumps_typed("attacker's value")
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_writes SET type = %s, blob = %s WHERE thread_id = 'victim'",
+            (plain_type, plain),
+        )
+        with pytest.raises(DecryptionError, match=r"stored unencrypted .* strict"):
+            saver.get_tuple(stored)
+    # strict=False reads plaintext: the mode for converting a database, not for running on
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1", strict=False)) as lax:
+        tup = lax.get_tuple(stored)
+        assert tup is not None
+        assert tup.pending_writes[0][2] == "attacker's value"
+
+
+def test_an_unknown_key_is_told_apart_from_a_failed_authentication(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "t")
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k2")) as other:
+        with pytest.raises(EncryptionKeyError, match="key 'k1', which the keyring does not") as e:
+            other.get_tuple({"configurable": {"thread_id": "t"}})
+        assert e.value.key_id == "k1"
+        assert "thread 't'" in e.value.where
+    wrong = KeyringSerializer({"k1": K2})  # the right id, the wrong key
+    with (
+        PostgresSaver.from_conn_string(db_dsn, serde=wrong) as other,
+        pytest.raises(DecryptionError, match="failed authentication with key 'k1'"),
+    ):
+        other.get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_rotation_writes_with_the_newest_key_reads_any_and_reencrypt_moves_everything(
+    db_dsn: str,
+) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        for t in ("a", "b", "c"):
+            run_graph(saver, t, turns=2)
+        before = {t: history(saver, t) for t in ("a", "b", "c")}
+    rotated = KeyringSerializer({"k2": K2, "k1": K1})  # the first is the current one
+    with PostgresSaver.from_conn_string(db_dsn, serde=rotated) as saver:
+        run_graph(saver, "d")
+        assert stored_headers(db_dsn) == {b"LGE1\x02k1", b"LGE1\x02k2"}
+        assert {t: history(saver, t) for t in ("a", "b", "c")} == before
+        seen: list[Report] = []
+
+        def stop_after_two(report: Report) -> None:
+            seen.append(report)
+            if len(seen) == 2:
+                raise KeyboardInterrupt  # an operator's Ctrl-C in the middle of the job
+
+        with pytest.raises(KeyboardInterrupt):
+            saver.reencrypt(batch=5, progress=stop_after_two)
+        assert seen[1].blobs == 10
+        assert seen[1].batches == 2
+        # resumed by running it again: what was done is found done
+        report = saver.reencrypt(batch=5)
+        assert report.blobs > 0
+        assert report.writes > 0
+        assert report.checkpoints > 0
+        assert report.threads == 3  # d was written with k2 already
+        assert saver.reencrypt().batches == 0
+    assert stored_headers(db_dsn) == {b"LGE1\x02k2"}
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k2")) as saver:
+        assert {t: history(saver, t) for t in ("a", "b", "c")} == before
+
+
+def test_reencrypt_of_one_thread_touches_only_that_thread(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "one")
+        run_graph(saver, "two")
+    with PostgresSaver.from_conn_string(db_dsn, serde=KeyringSerializer({"k2": K2, "k1": K1})) as s:
+        report = s.reencrypt("one")
+        assert report.threads == 1
+        assert report.checkpoints == 4
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k2")) as saver:
+        assert history(saver, "one")
+        with pytest.raises(EncryptionKeyError):
+            history(saver, "two")
+
+
+def test_a_plaintext_database_is_converted_and_then_read_strictly(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn) as plain:
+        run_graph(plain, "old", turns=2)
+        run_graph(plain, "delta", builder=delta_chat, turns=4)
+        before = history(plain, "old")
+        delta_before = history(plain, "delta", delta_chat)
+        by_key = [t.checkpoint["id"] for t in plain.list(None, filter={"user_api_key": API_KEY})]
+    lax = keyring("k1", strict=False)
+    with PostgresSaver.from_conn_string(db_dsn, serde=lax) as saver:
+        assert history(saver, "old") == before  # plaintext read while converting
+        run_graph(saver, "new")
+        report = saver.reencrypt(batch=7)
+        assert report.threads == 2
+    raw = raw_bytes(db_dsn)
+    assert SECRET.encode() not in raw
+    assert API_KEY.encode() not in raw
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as strict:
+        assert history(strict, "old") == before
+        assert history(strict, "delta", delta_chat) == delta_before
+        after = [t.checkpoint["id"] for t in strict.list(None, filter={"user_api_key": API_KEY})]
+        assert after[-len(by_key) :] == by_key  # the new thread's checkpoints come first
+        # DeltaChannel ancestry still found by prune (its counters stay in clear)
+        strict.prune(["delta"])
+        graph = delta_chat().compile(checkpointer=strict)
+        cfg = {"configurable": {"thread_id": "delta"}}
+        assert graph.get_state(cfg).values == delta_before[0][0]
+
+
+def test_a_database_of_langgraphs_encrypted_serializer_is_converted_with_a_fallback(
+    db_dsn: str,
+) -> None:
+    official = EncryptedSerializer.from_pycryptodome_aes(key=KEY)
+    with PostgresSaver.from_conn_string(db_dsn, serde=official) as old:
+        run_graph(old, "t")
+        before = history(old, "t")
+    with (
+        PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1", strict=False)) as nofb,
+        pytest.raises(DecryptionError, match="encrypted by another serializer"),
+    ):
+        history(nofb, "t")
+    serde = keyring("k1", strict=False, fallback=official)
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        assert history(saver, "t") == before
+        saver.reencrypt()
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as strict:
+        assert history(strict, "t") == before
+    assert stored_headers(db_dsn) == {b"LGE1\x02k1"}
+
+
+def test_copy_thread_seals_the_copy_for_its_new_place(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "src", turns=2)
+        run_graph(saver, "dsrc", builder=delta_chat, turns=5)
+        saver.copy_thread("src", "dst")
+        saver.copy_thread("dsrc", "ddst")
+        strip = [(v, n, m) for v, n, m, _ in history(saver, "src")]
+        assert [(v, n, m) for v, n, m, _ in history(saver, "dst")] == strip
+        assert history(saver, "ddst", delta_chat) == history(saver, "dsrc", delta_chat)
+        # a copied row put back into the source is refused: it is bound to the target now
+        _swap(
+            db_dsn,
+            "UPDATE pgsaver_blobs AS s SET blob = d.blob FROM pgsaver_blobs AS d "
+            "WHERE s.thread_id = 'src' AND d.thread_id = 'dst' AND s.channel = d.channel "
+            "AND s.version = d.version AND s.channel = 'bar'",
+        )
+        with pytest.raises(DecryptionError, match="thread 'src'"):
+            history(saver, "src")
+        # copying onto an existing thread with overwrite, and the rows counted once
+        saver.copy_thread("dsrc", "dst", overwrite=True)
+        assert history(saver, "dst", delta_chat) == history(saver, "dsrc", delta_chat)
+
+
+def test_filters_on_sealed_and_plaintext_keys_match_the_in_memory_saver(db_dsn: str) -> None:
+    memory = InMemorySaver()
+    serde = keyring("k1", plaintext_metadata=("source", "step", "team"))
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        for i in range(6):
+            cp = checkpoint({"n": i})
+            meta = {"step": i, "team": f"t{i % 2}", "user": f"u{i % 3}", "ok": i % 2 == 0}
+            for s in (saver, memory):
+                s.put(config(f"thread-{i % 2}"), cp, meta, cp["channel_versions"])  # type: ignore[arg-type]
+        for flt in (
+            {"team": "t1"},
+            {"user": "u2"},
+            {"team": "t0", "user": "u0"},
+            {"ok": True, "step": 4},
+            {"user": "nobody"},
+        ):
+            got = [t.checkpoint["id"] for t in saver.list(None, filter=flt)]
+            want = [t.checkpoint["id"] for t in memory.list(None, filter=flt)]
+            assert sorted(got) == sorted(want), flt
+            for limit, thread in itertools.product((1, 2), ("thread-0", "thread-1")):
+                cfg = config(thread)
+                got = [t.checkpoint["id"] for t in saver.list(cfg, filter=flt, limit=limit)]
+                want = [t.checkpoint["id"] for t in memory.list(cfg, filter=flt, limit=limit)]
+                assert got == want, (flt, limit, thread)
+        with psycopg.connect(db_dsn) as conn:
+            keys = {
+                k for (m,) in conn.execute("SELECT metadata FROM pgsaver_checkpoints") for k in m
+            }
+        assert keys == {"step", "team"}
+
+
+def test_the_clone_langgraph_makes_for_strict_msgpack_stays_sealed(db_dsn: str) -> None:
+    serde = keyring("k1")
+    with PostgresSaver.from_conn_string(db_dsn, serde=serde) as saver:
+        clone = saver.with_allowlist([("tests", "SomeType")])
+        assert isinstance(clone.serde, KeyringSerializer)
+        assert clone.serde.keyring is serde.keyring
+        run_graph(clone, "t")
+    assert SECRET.encode() not in raw_bytes(db_dsn)
+
+
+def test_reencrypt_needs_a_keyring_serializer(saver: PostgresSaver) -> None:
+    with pytest.raises(InvalidInputError, match="KeyringSerializer"):
+        saver.reencrypt()
+
+
+def test_reencrypt_while_agents_run_loses_nothing(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        for i in range(4):
+            run_graph(saver, f"busy-{i}", turns=2)
+    rotated = KeyringSerializer({"k2": K2, "k1": K1})
+    with PostgresSaver.from_conn_string(db_dsn, serde=rotated, max_size=6) as saver:
+        done = threading.Event()
+
+        def agent(i: int) -> Callable[[], None]:
+            def run() -> None:
+                while not done.is_set():
+                    run_graph(saver, f"busy-{i}")
+
+            return run
+
+        def ops() -> None:
+            try:
+                for _ in range(3):
+                    saver.reencrypt(batch=4)
+            finally:
+                done.set()
+
+        run_threads([agent(i) for i in range(4)] + [ops], timeout=120)
+        saver.reencrypt()
+        turns = [history(saver, f"busy-{i}") for i in range(4)]
+    assert stored_headers(db_dsn) == {b"LGE1\x02k2"}
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k2")) as saver:
+        for i in range(4):
+            again = history(saver, f"busy-{i}")
+            assert again == turns[i]
+            # every turn is in the history and in the final state (each adds three items)
+            turns_run = sum(1 for _, _, m, _ in again if m["source"] == "input")
+            assert turns_run >= 3
+            assert len(again[0][0]["bar"]) == 3 * turns_run

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import Command, StateSnapshot
 
-from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+from langgraph_pg_saver import AsyncPostgresSaver, KeyringSerializer, PostgresSaver
 
 
 @dataclass
@@ -49,18 +49,21 @@ class Runner:
         return graph.update_state(config, values, as_node=as_node)
 
 
-@pytest.fixture(params=["sync", "async", "sync-pgbouncer", "async-pgbouncer"])
+@pytest.fixture(
+    params=["sync", "async", "sync-pgbouncer", "async-pgbouncer", "sync-sealed", "async-sealed"]
+)
 async def runner(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[Runner]:
     """Each scenario with each saver, direct and through a transaction-mode PgBouncer, with
-    from_conn_string's defaults."""
+    from_conn_string's defaults, and direct with every value sealed by a KeyringSerializer."""
     dsn = db_dsn
     if request.param.endswith("-pgbouncer"):
         dsn = request.getfixturevalue("bouncer").dsn(db_dsn)
+    serde = KeyringSerializer({"k1": b"k" * 32}) if request.param.endswith("-sealed") else None
     if request.param.startswith("sync"):
-        with PostgresSaver.from_conn_string(dsn, max_size=4) as s:
+        with PostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as s:
             yield Runner(s, False)
     else:
-        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4) as a:
+        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as a:
             yield Runner(a, True)
 
 
@@ -262,7 +265,7 @@ async def test_state_survives_a_new_saver_instance(runner: Runner, db_dsn: str) 
     before = [_shape(s) for s in await runner.history(graph, config)]
 
     # as after a process restart: a brand-new saver and pool on the same database
-    with PostgresSaver.from_conn_string(db_dsn, max_size=2) as fresh:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=2, serde=runner.saver.serde) as fresh:
         g2 = two_nodes().compile(checkpointer=fresh)
         after = [_shape(s) for s in g2.get_state_history(config)]
         assert after == before

@@ -506,6 +506,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "copy_thread": "acopy_thread",
         "delete_for_runs": "adelete_for_runs",
         "retention": "aretention",
+        "reencrypt": "areencrypt",
         "healthcheck": "ahealthcheck",
         "stats": "stats",
     }
@@ -527,6 +528,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "copy_thread",
         "delete_for_runs",
         "retention",
+        "reencrypt",
         "healthcheck",
     ):
         assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(
@@ -536,7 +538,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
     public_async = {n for n in dir(AsyncPostgresSaver) if not n.startswith("_")}
     assert public_sync - public_async == set()
     # the async saver adds its loop and the async twins of our own extensions
-    assert public_async - public_sync <= {"loop", "aretention", "ahealthcheck"}
+    assert public_async - public_sync <= {"loop", "aretention", "areencrypt", "ahealthcheck"}
 
 
 def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) -> None:

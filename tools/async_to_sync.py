@@ -71,6 +71,7 @@ _SAVER_METHODS = {
         "get_delta_channel_history",
         "prune",
         "copy_thread",
+        "reencrypt",
         "delete_for_runs",
         "retention",
         "healthcheck",

@@ -105,7 +105,14 @@ class FakeDriver:
             while True:
                 # a copy: a generator that later mutated the params it yielded would show here
                 self.steps.append(copy.deepcopy(step))
-                step = steps.send(self._answer(step))
+                rows = self._answer(step)
+                # what runs next in the same transaction, as the driver runs it
+                part = step.then(rows) if step.then is not None else None
+                while part is not None:
+                    self.steps.append(copy.deepcopy(part))
+                    rows = self._answer(part)
+                    part = part.then(rows) if part.then is not None else None
+                step = steps.send(rows)
         except StopIteration as done:
             return done.value
 
@@ -774,6 +781,10 @@ def _row(kind: int, channel: str, value: Any, task_id: str | None = None, depth:
         channel,
         type_,
         blob,
+        "t",
+        "sub",
+        f"checkpoint-{depth}",
+        None if kind == 0 else "1",
     )
 
 
@@ -841,9 +852,9 @@ def test_assemble_history_seeds_and_writes_in_row_order() -> None:
 def test_assemble_history_reads_a_null_blob_as_empty_bytes() -> None:
     # a NULL blob is decoded as b"": an empty bytes value, not None
     rows: Rows = [
-        (0, 0, "", "task", 0, "a", "bytes", None),
-        (1, 0, None, None, None, "a", "bytes", None),
-        (1, 0, None, None, None, "n", "null", None),
+        (0, 0, "", "task", 0, "a", "bytes", None, "t", "", "c1", None),
+        (1, 0, None, None, None, "a", "bytes", None, "t", "", "c1", "1"),
+        (1, 0, None, None, None, "n", "null", None, "t", "", "c1", "1"),
     ]
     result = _lifecycle.assemble_history(SERDE, ["a", "n"], rows)
     assert result == {
