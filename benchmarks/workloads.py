@@ -24,10 +24,11 @@ import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
-from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver import KeyringSerializer, PostgresSaver
 
 from . import floors, payloads
 from .configs import ASYNC_POOL_SIZE, IMPLS, Config, pool_kwargs
@@ -71,6 +72,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload("put", ("put",)),
         Workload("put-strings", ("put, plain-string values",)),
         Workload("put-guarded", ("put, single_writer=True",)),
+        Workload("encrypted", ("put, encrypted", "get_tuple, encrypted")),
         Workload("put_writes", ("put_writes",), ("pw",)),
         Workload("get_tuple", ("get_tuple latest", "get_tuple by id"), ("t200",)),
         Workload("stale", ("get_tuple by id, stale statistics",), ("stale",)),
@@ -297,13 +299,58 @@ class Bench:
         finally:
             ours.single_writer = False
 
+    def run_encrypted(self, cfg: Config, savers: Any, conn: Any, r: int) -> None:
+        """put and get_tuple with every value encrypted: ours with KeyringSerializer (bound to
+        its place, metadata outside LangGraph's own keys sealed too), the official saver with
+        LangGraph's EncryptedSerializer (AES, metadata in clear). The metadata carries a key
+        LangGraph copies from configurable, as a user id passed in the config is."""
+        key = b"bench-key-0123456789abcdef012345"
+        serdes = {
+            "ours": KeyringSerializer({"k1": key}),
+            "official": EncryptedSerializer.from_pycryptodome_aes(key=key),
+        }
+        kept = {impl: savers[impl].serde for impl in IMPLS}
+        try:
+            for impl in IMPLS:
+                savers[impl].serde = serdes[impl]
+            self._put(
+                cfg,
+                savers,
+                conn,
+                r,
+                "put, encrypted",
+                payloads.channel_value,
+                metadata={"user_id": "user-4242"},
+            )
+            chains = self._last_chains
+            self.alternate(
+                cfg.name,
+                "get_tuple, encrypted",
+                self.sizes.calls,
+                lambda impl, i: savers[impl].get_tuple(chains[impl].configs[-1 - i % 20]),
+            )
+        finally:
+            for impl in IMPLS:
+                savers[impl].serde = kept[impl]
+
     def _put(
-        self, cfg: Config, savers: Any, conn: Any, r: int, row: str, value: Callable[[int], Any]
+        self,
+        cfg: Config,
+        savers: Any,
+        conn: Any,
+        r: int,
+        row: str,
+        value: Callable[[int], Any],
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """12 channels, 2 changed per put (the first put, of all 12, is not timed)."""
         tag = f"{cfg.name}-{row[:8]}-{r}"
-        chains = {impl: Chain(savers[impl], f"{impl}-put-{tag}", value=value) for impl in IMPLS}
-        floor = Chain(floors.InsertFloor(conn), f"floor-put-{tag}", value=value)
+        chains = {
+            impl: Chain(savers[impl], f"{impl}-put-{tag}", value=value, metadata=metadata)
+            for impl in IMPLS
+        }
+        self._last_chains = chains
+        floor = Chain(floors.InsertFloor(conn), f"floor-put-{tag}", value=value, metadata=metadata)
         for chain in (*chains.values(), floor):
             chain.step()
         self.alternate(
