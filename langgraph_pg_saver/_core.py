@@ -30,9 +30,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _metadata
 from ._adapt import NULL_BYTEA
-from ._crypto import KeyringSerializer, Place
+from ._crypto import KeyringSerializer, Place, describe
 from ._metadata import encodable
-from .errors import InvalidInputError
+from .errors import DecryptionError, InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
 # A stored None is serialized by the serde as type "null", so the two never mix.
@@ -393,15 +393,52 @@ def unpack_typed(serde: SerializerProtocol, packed: bytes, parts: Place = ()) ->
 
 def metadata_columns(serde: SerializerProtocol, merged: dict[str, Any]) -> tuple[str, bool, bool]:
     """The metadata jsonb column's text, whether it lost anything (_metadata.encode), and whether
-    keys were left out of it: under a KeyringSerializer only its ``plaintext_metadata`` keys are
-    stored in clear, the whole metadata then only sealed in metadata_exact."""
+    the exact copy is sealed: under a KeyringSerializer only its ``plaintext_metadata`` keys are
+    stored in clear (for filters), and the whole metadata is always sealed in metadata_exact,
+    which reads return (so a changed jsonb column cannot change what is read)."""
     crypt = sealer(serde)
     if crypt is None:
         text, lossy = _metadata.encode(merged)
         return text, lossy, False
     visible = {k: v for k, v in merged.items() if k in crypt.plaintext_metadata}
     text, lossy = _metadata.encode(visible)
-    return text, lossy, len(visible) != len(merged)
+    return text, lossy, True
+
+
+def body_place(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, parent: str | None, versions: Any
+) -> Place:
+    """The place of a checkpoint body: its keys, its parent and its channel versions (stored
+    outside the body, in columns of their own), so neither can be changed or rolled back apart
+    from the body. Versions as version_key gives them: what put stored is what a read sees."""
+    pairs = sorted(
+        (str(channel), _stored_version(version)) for channel, version in (versions or {}).items()
+    )
+    canon = "".join(f"{len(c)}:{c}{'-' if v is None else f'{len(v)}:{v}'}" for c, v in pairs)
+    return (
+        "checkpoint",
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent is None,
+        parent or "",
+        canon,
+    )
+
+
+def sealed_metadata(crypt: KeyringSerializer, exact: bytes | None, clear: Any, parts: Place) -> Any:
+    """The metadata of a checkpoint row under a KeyringSerializer: the sealed copy; a row without
+    one (stored before the serializer) is refused in strict mode, read from jsonb otherwise."""
+    if exact:
+        return unpack_typed(crypt, exact, parts)
+    if crypt.strict:
+        where = describe(parts)
+        raise DecryptionError(
+            f"{where} is stored unsealed, and the KeyringSerializer is strict (pass strict=False "
+            "to read such rows while reencrypt converts them)",
+            where=where,
+        )
+    return clear
 
 
 # --------------------------------------------------------------------------- put
@@ -491,10 +528,16 @@ def put_params(
         params["blob_values"] = blobs
     body = {k: v for k, v in checkpoint.items() if k not in _BODY_EXCLUDED}
     here = (keys.thread_id, keys.checkpoint_ns, checkpoint_id)
-    body_type, body_bytes = dump_at(
-        serde, body, "the checkpoint (apart from its channel values)", None, ("checkpoint", *here)
-    )
     all_versions = checkpoint.get("channel_versions") or {}
+    body_type, body_bytes = dump_at(
+        serde,
+        body,
+        "the checkpoint (apart from its channel values)",
+        None,
+        body_place(*here, keys.checkpoint_id, all_versions)
+        if isinstance(serde, KeyringSerializer)
+        else (),
+    )
     # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
     # anything else is checked name by name, for a clear error
     versions_json, lossy = encode_json(all_versions)
@@ -582,6 +625,7 @@ def put_writes_params(
         "task_path": _text(task_path or "", "task_path"),
     }
     here = ("write", keys.thread_id, keys.checkpoint_ns, keys.checkpoint_id, params["task_id"])
+    path = params["task_path"]
     # ordinary writes only (idx = position, 0..n-1): scalars of a VALUES list whose idx is written
     # into the statement (see _write_rows in queries.sql)
     if (
@@ -592,7 +636,7 @@ def put_writes_params(
         for (c, t, b), (idx, (channel, value)) in zip(_WRITE_KEYS, rows.items(), strict=False):
             params[c] = channel
             params[t], params[b] = dump_at(
-                serde, value, "the write to channel", channel, (*here, idx)
+                serde, value, "the write to channel", channel, (*here, idx, channel, path)
             )
         return Batch(params, len(rows))
     idxs: list[int] = []
@@ -600,7 +644,9 @@ def put_writes_params(
     types: list[str] = []
     blobs: list[bytes | None] = []
     for idx, (channel, value) in rows.items():
-        type_, data = dump_at(serde, value, "the write to channel", channel, (*here, idx))
+        type_, data = dump_at(
+            serde, value, "the write to channel", channel, (*here, idx, channel, path)
+        )
         idxs.append(idx)
         channels.append(channel)
         types.append(type_)
@@ -695,10 +741,12 @@ def matching_keys(
     """The keys of the ``list_keys`` rows (thread, namespace, id, metadata, metadata_exact) whose
     metadata matches, in order, at most ``limit``."""
     keys: list[tuple[str, str, str]] = []
+    crypt = sealer(serde)
     for row in rows:
-        metadata = (
-            unpack_typed(serde, row[4], ("metadata", row[0], row[1], row[2])) if row[4] else row[3]
-        )
+        if crypt is not None:
+            metadata = sealed_metadata(crypt, row[4], row[3], ("metadata", row[0], row[1], row[2]))
+        else:
+            metadata = unpack_typed(serde, row[4]) if row[4] else row[3]
         if _metadata.matches(plan.filter, metadata):
             keys.append((row[0], row[1], row[2]))
             if limit is not None and len(keys) >= limit:
@@ -725,7 +773,7 @@ def read_rows_to_tuples(
     for each checkpoint, so no two tuples share a mutable object.
     """
     values: dict[tuple[str, str, str, str], list[Any]] = {}
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]] = {}
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int, str]]] = {}
     for row in rows:
         kind = row[0]
         if kind == 0:
@@ -733,7 +781,7 @@ def read_rows_to_tuples(
             values[(row[1], row[2], row[3], row[4])] = [row[5], row[6], _UNSET]
         elif kind == 1:
             writes.setdefault((row[1], row[2], row[3]), []).append(
-                (row[4], row[7], row[5], row[6], row[9])
+                (row[4], row[7], row[5], row[6], row[9], row[8])
             )
         else:
             yield _checkpoint_tuple(serde, row, values, writes)
@@ -758,7 +806,7 @@ def _checkpoint_tuple(
     serde: SerializerProtocol,
     row: Sequence[Any],
     values: dict[tuple[str, str, str, str], list[Any]],
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]],
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int, str]]],
 ) -> CheckpointTuple:
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
     if isinstance(serde, KeyringSerializer):
@@ -781,7 +829,7 @@ def _checkpoint_tuple(
     metadata = unpack_typed(serde, row[12]) if row[12] else row[11]
     pending: list[PendingWrite] = [
         (task, channel, loads((type_, data or b"")))
-        for task, channel, type_, data, _ in writes.get(
+        for task, channel, type_, data, _, _ in writes.get(
             (thread_id, checkpoint_ns, checkpoint_id), ()
         )
     ]
@@ -792,13 +840,13 @@ def _sealed_checkpoint_tuple(
     crypt: KeyringSerializer,
     row: Sequence[Any],
     values: dict[tuple[str, str, str, str], list[Any]],
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int]]],
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int, str]]],
 ) -> CheckpointTuple:
     """_checkpoint_tuple under a KeyringSerializer: every value opened at its own place."""
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
     here = (thread_id, checkpoint_ns, checkpoint_id)
     opened = crypt.open
-    checkpoint: dict[str, Any] = opened(row[5], row[6], ("checkpoint", *here))
+    checkpoint: dict[str, Any] = opened(row[5], row[6], body_place(*here, parent_id, row[10]))
     checkpoint["channel_versions"] = row[10]
     channel_values: dict[str, Any] = {}
     for channel, version in (row[10] or {}).items():
@@ -814,10 +862,10 @@ def _sealed_checkpoint_tuple(
                     found[2] = value
             channel_values[channel] = value
     checkpoint["channel_values"] = channel_values
-    metadata = unpack_typed(crypt, row[12], ("metadata", *here)) if row[12] else row[11]
+    metadata = sealed_metadata(crypt, row[12], row[11], ("metadata", *here))
     pending: list[PendingWrite] = [
-        (task, channel, opened(type_, data or b"", ("write", *here, task, idx), channel))
-        for task, channel, type_, data, idx in writes.get(here, ())
+        (task, channel, opened(type_, data or b"", ("write", *here, task, idx, channel, path)))
+        for task, channel, type_, data, idx, path in writes.get(here, ())
     ]
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
 
@@ -885,15 +933,15 @@ def _sealed_get_tuple(
             blob: Place = ("blob", thread_id, checkpoint_ns, row[1], row[2])
             channel_values[row[1]] = opened(row[3], row[4] or b"", blob)
         else:
-            write: Place = ("write", *here, row[1], row[6])
-            pending.append((row[1], row[2], opened(row[3], row[4] or b"", write, row[2])))
-    checkpoint: dict[str, Any] = opened(head[3], head[4], ("checkpoint", *here))
+            write: Place = ("write", *here, row[1], row[6], row[2], row[5])
+            pending.append((row[1], row[2], opened(row[3], row[4] or b"", write)))
+    checkpoint: dict[str, Any] = opened(head[3], head[4], body_place(*here, head[2], head[7]))
     versions = head[7]
     checkpoint["channel_versions"] = versions
     checkpoint["channel_values"] = {
         channel: channel_values[channel] for channel in versions or () if channel in channel_values
     }
-    metadata = unpack_typed(crypt, head[9], ("metadata", *here)) if head[9] else head[8]
+    metadata = sealed_metadata(crypt, head[9], head[8], ("metadata", *here))
     return _tuple(thread_id, checkpoint_ns, checkpoint_id, head[2], checkpoint, metadata, pending)
 
 
@@ -958,15 +1006,10 @@ def migrate_pending_sends(
     ``pending_sends``) as the value of that channel, with the newest of its versions, as the official
     saver reads such checkpoints. Changes the tuples' checkpoints in place."""
     sends: dict[tuple[str, str, str], list[Any]] = {}
-    for thread_id, ns, checkpoint_id, type_, blob, task_id, idx in rows:
+    for thread_id, ns, checkpoint_id, type_, blob, task_id, idx, path in rows:
+        parts = ("write", thread_id, ns, checkpoint_id, task_id, idx, TASKS, path)
         sends.setdefault((thread_id, ns, checkpoint_id), []).append(
-            load_at(
-                serde,
-                type_,
-                blob or b"",
-                ("write", thread_id, ns, checkpoint_id, task_id, idx),
-                TASKS,
-            )
+            load_at(serde, type_, blob or b"", parts)
         )
     for t in tuples:
         if t.parent_config is None or checkpoint_format(t.checkpoint) >= 4:

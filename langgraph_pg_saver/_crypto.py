@@ -154,30 +154,31 @@ SUFFIX = "+aead"
 UNBOUND = place("unbound")
 #: the metadata keys LangGraph itself writes, kept in plaintext (and filterable in SQL) by default
 DEFAULT_PLAINTEXT_METADATA = ("source", "step", "parents", "run_id")
-#: always plaintext: prune, copy_thread and delete_for_runs read it in SQL to keep the checkpoints
-#: a DeltaChannel is rebuilt from (channel names and counters, nothing a user passed)
-REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot"})
+#: always plaintext: prune, copy_thread and delete_for_runs read the counters in SQL to keep the
+#: checkpoints a DeltaChannel is rebuilt from (channel names and counts, nothing a user passed), and
+#: delete_for_runs selects by run_id (kept in a column of its own anyway)
+REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot", "run_id"})
 
 Place = tuple[object, ...]
 
 
 def describe(parts: Place, channel: object = None) -> str:
     """A value's place in words, for errors: ``('blob', thread, ns, channel, version)``,
-    ``('write', thread, ns, checkpoint, task, idx)``, ``('checkpoint' | 'metadata', thread, ns,
-    checkpoint)``."""
+    ``('write', thread, ns, checkpoint, task, idx, channel, task_path)``, ``('checkpoint', thread,
+    ns, checkpoint, parent, versions)``, ``('metadata', thread, ns, checkpoint)``."""
     kind = parts[0] if parts else "unbound"
     if kind == "blob" and len(parts) == 5:
         return (
             f"the value of channel {parts[3]!r} (version {parts[4]}) in thread {parts[1]!r}, "
             f"namespace {parts[2]!r}"
         )
-    if kind == "write" and len(parts) == 6:
-        to = "" if channel is None else f" to channel {channel!r}"
+    if kind == "write" and len(parts) == 8:
+        to = f" to channel {parts[6]!r}"
         return (
             f"the write{to} (task {parts[4]!r}, idx {parts[5]}) of checkpoint {parts[3]!r} in "
             f"thread {parts[1]!r}, namespace {parts[2]!r}"
         )
-    if kind in ("checkpoint", "metadata") and len(parts) == 4:
+    if kind in ("checkpoint", "metadata") and len(parts) >= 4:
         what = "checkpoint" if kind == "checkpoint" else "the metadata of checkpoint"
         return f"{what} {parts[3]!r} in thread {parts[1]!r}, namespace {parts[2]!r}"
     return "a value encrypted without a place"
@@ -203,7 +204,8 @@ class KeyringSerializer(SerializerProtocol):
         plaintext_metadata: the metadata keys stored in clear in the ``metadata`` jsonb column
             (what ``list(filter=...)`` narrows by in SQL); every other key, including the
             ``configurable`` values LangGraph copies into metadata, is stored only encrypted.
-            ``counters_since_delta_snapshot`` is always in clear (prune reads it in SQL).
+            ``counters_since_delta_snapshot`` and ``run_id`` are always in clear (prune and
+            delete_for_runs select by them in SQL). What is read back is always the sealed copy.
         fallback: reads values not sealed by this serializer when ``strict=False``: ``serde``
             by default (plaintext); LangGraph's ``EncryptedSerializer`` for a database it wrote.
     """
@@ -248,8 +250,9 @@ class KeyringSerializer(SerializerProtocol):
     # -- what the savers call, with the value's place
 
     def seal(self, type_: str, data: bytes, parts: Place) -> tuple[str, bytes]:
-        """The stored form of a serialized value at ``parts``."""
-        aad = place(*parts) if parts else UNBOUND
+        """The stored form of a serialized value at ``parts`` (its inner type is bound too, so
+        a changed type column fails as a moved value does)."""
+        aad = place(*parts, type_) if parts else UNBOUND + place(type_)
         return type_ + SUFFIX, self.keyring.encrypt(data, aad)
 
     def unseal(
@@ -266,9 +269,10 @@ class KeyringSerializer(SerializerProtocol):
                     where=at,
                 )
             return None
-        aad = place(*parts) if parts else UNBOUND
+        inner = type_[: -len(SUFFIX)]
+        aad = place(*parts, inner) if parts else UNBOUND + place(inner)
         plain = self.keyring.decrypt(bytes(data), aad, lambda: describe(parts, channel))
-        return type_[: -len(SUFFIX)], plain
+        return inner, plain
 
     def open(self, type_: str, data: bytes, parts: Place, channel: object = None) -> Any:
         """The value stored at ``parts`` (``channel`` only names it in errors)."""

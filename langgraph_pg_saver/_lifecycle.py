@@ -163,12 +163,12 @@ def assemble_history(
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
     crypt = _core.sealer(serde)
-    for kind, _depth, _path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
+    for kind, _depth, path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
         data = blob if blob is not None else b""
         if crypt is None:
             value = serde.loads_typed((type_, data))
         elif kind == 0:
-            value = crypt.open(type_, data, ("write", thread, ns, cid, task_id, idx), channel)
+            value = crypt.open(type_, data, ("write", thread, ns, cid, task_id, idx, channel, path))
         else:
             value = crypt.open(type_, data, ("blob", thread, ns, channel, version), channel)
         if kind == 0:
@@ -305,7 +305,7 @@ def copy_thread(
         counts[:] = rows
         if crypt is None or not rows[0][0]:
             return None
-        return Step((Stmt(q["sealed_rows_of_thread"], {"thread_id": dst}),), then=sealed)
+        return Step((Stmt(q["copied_sealed_rows"], params),), then=sealed)
 
     def sealed(rows: Rows) -> Step | None:
         if crypt is None or not rows:
@@ -345,16 +345,16 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
 
 
 def _reseal_one(
-    crypt: KeyringSerializer, type_: str, data: bytes, old: Place, new: Place, channel: object
+    crypt: KeyringSerializer, type_: str, data: bytes, old: Place, new: Place
 ) -> tuple[str, bytes]:
     """A stored value sealed for ``new`` with the current key: opened at ``old`` (checked, as a
     read is), never deserialized unless another serializer (the fallback) wrote it."""
-    inner = crypt.unseal(type_, data, old, channel)
+    inner = crypt.unseal(type_, data, old)
     if inner is None:
         if crypt.fallback is None and "+" not in type_:
             inner = (type_, data)  # the inner serializer's own plaintext
         else:
-            value = crypt.open(type_, data, old, channel)
+            value = crypt.open(type_, data, old)
             inner = _core.dump(crypt.serde, value, "a value read by the fallback serializer")
     return crypt.seal(inner[0], inner[1], new)
 
@@ -370,40 +370,38 @@ _RESEAL_COLUMNS = (
 def reseal_params(
     crypt: KeyringSerializer, rows: Rows, *, source: str | None = None
 ) -> dict[str, Any]:
-    """The ``reseal`` parameters for rows of ``sealed_rows_of_thread`` / ``reencrypt_*``: each
+    """The ``reseal`` parameters for rows of ``copied_sealed_rows`` / ``reencrypt_*``: each
     value sealed again with the current key, for its place; with ``source``, the rows are a copy
     whose values are still bound to that thread. Metadata is split again by plaintext_metadata
-    (a row written before the KeyringSerializer keeps only those keys in clear)."""
+    and always sealed (a row written before the KeyringSerializer keeps only those keys in
+    clear)."""
     columns: list[list[list[Any]]] = [[[] for _ in names] for names in _RESEAL_COLUMNS]
-    for kind, thread, ns, a, b, channel, idx, type_, data, metadata, exact in rows:
+    for row in rows:
+        kind, thread, ns, a, b, channel, idx, type_, data, path, parent, versions = row[:12]
         was = thread if source is None else source
-        out = columns[kind]
         if kind == 0:
             key: tuple[Any, ...] = (ns, a, b)
             old: Place = ("blob", was, *key)
             new: Place = ("blob", thread, *key)
-            channel = a
         elif kind == 1:
             key = (ns, a, b, idx)
-            old, new = ("write", was, *key), ("write", thread, *key)
+            old = ("write", was, *key, channel, path)
+            new = ("write", thread, *key, channel, path)
         else:
             key = (ns, a)
-            old, new = ("checkpoint", was, *key), ("checkpoint", thread, *key)
-        values: list[Any] = [
-            thread,
-            *key,
-            *_reseal_one(crypt, type_, data or b"", old, new, channel),
-        ]
+            old = _core.body_place(was, ns, a, parent, versions)
+            new = _core.body_place(thread, ns, a, parent, versions)
+        values: list[Any] = [thread, *key, *_reseal_one(crypt, type_, data or b"", old, new)]
         if kind == 2:
-            full = _core.unpack_typed(crypt, exact, ("metadata", was, *key)) if exact else metadata
-            text, lossy, hidden = _core.metadata_columns(crypt, full)
+            metadata, exact = row[12], row[13]
+            if exact:
+                full = _core.unpack_typed(crypt, exact, ("metadata", was, ns, a))
+            else:
+                full = _core.sealed_metadata(crypt, None, metadata, ("metadata", was, ns, a))
+            text, _, _ = _core.metadata_columns(crypt, full)
             values.append(text)
-            values.append(
-                _core.pack_typed(crypt, full, "metadata", ("metadata", thread, *key))
-                if lossy or hidden
-                else None
-            )
-        for column, value in zip(out, values, strict=True):
+            values.append(_core.pack_typed(crypt, full, "metadata", ("metadata", thread, ns, a)))
+        for column, value in zip(columns[kind], values, strict=True):
             column.append(value)
     return {
         name: column
@@ -418,16 +416,21 @@ def reencrypt(
     *,
     thread_id: str | None = None,
     batch: int = DEFAULT_BATCH,
+    full: bool = False,
     progress: Callable[[Report], None] | None = None,
 ) -> Steps:
     """Seal every stored value not sealed with the current key again (rotation), and plaintext
-    ones for the first time (strict=False), ``batch`` rows per transaction, in primary-key order.
+    ones for the first time (strict=False), ``batch`` rows per transaction, in primary-key order;
+    ``full``: every value, also those under the current key (after plaintext_metadata grew).
     Rows are locked while their batch runs; an interrupted run is resumed by running it again
     (what is done is found done)."""
     batch = _batch_size(batch)
     thread = None if thread_id is None else _core.thread_id_param(thread_id)
     total = Report()
+    if not isinstance(full, bool):
+        raise InvalidInputError(f"full must be a bool, not {full!r}")
     base = {
+        "full": full,
         "thread_id": thread,
         "limit": batch,
         "header": crypt.keyring.header(),

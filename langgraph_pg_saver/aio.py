@@ -434,6 +434,7 @@ class AsyncPostgresSaver(SaverBase):
         thread_id: str | None = None,
         *,
         batch: int = _lifecycle.DEFAULT_BATCH,
+        full: bool = False,
         progress: Callable[[Report], None] | None = None,
     ) -> Report:
         """Seal every stored value of ``thread_id`` (or of every thread) again with the
@@ -443,7 +444,9 @@ class AsyncPostgresSaver(SaverBase):
 
         Works ``batch`` rows per short transaction (the rows are locked meanwhile; the agents keep
         running). Interrupted, it resumes by being run again: values already under the current key
-        are skipped. Returns what was sealed again (checkpoints, writes, blobs, threads whose
+        are skipped. ``full=True`` seals everything again, current key or not: after a key was
+        added to ``plaintext_metadata``, so that older checkpoints get it in clear too (filters on
+        it in SQL miss them until then). Run it once every process writes with the new key. Returns what was sealed again (checkpoints, writes, blobs, threads whose
         checkpoints changed). A value that fails to open stops it with the error naming the value.
         """
         crypt = _core.sealer(self.serde)
@@ -454,7 +457,7 @@ class AsyncPostgresSaver(SaverBase):
             )
         report: Report = await self._driver.drive(
             _lifecycle.reencrypt(
-                self._q, crypt, thread_id=thread_id, batch=batch, progress=progress
+                self._q, crypt, thread_id=thread_id, batch=batch, full=full, progress=progress
             )
         )
         return report

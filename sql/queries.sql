@@ -444,7 +444,7 @@ c.metadata @> %(filter)s::jsonb
 -- For checkpoints of format 4 and older (LangGraph then kept Send packets as writes of its parent):
 -- the __pregel_tasks writes of the given parent checkpoints, in writes_sort_key order. Run only
 -- when such a checkpoint was read.
-SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.type, w.blob, w.task_id, w.idx
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.type, w.blob, w.task_id, w.idx, w.task_path
 FROM unnest(%(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
     AS p (thread_id, checkpoint_ns, checkpoint_id)
 JOIN {schema}.pgsaver_writes AS w
@@ -900,76 +900,95 @@ WHERE NOT has_schema_privilege(%(schema)s, 'USAGE')
 ORDER BY 1, 2
 
 -- ============================================================================ encryption (KeyringSerializer)
--- Rows of a value to seal again, in one shape for all three tables (_crypto, _lifecycle.reseal):
---   kind 0 blob: thread, namespace, channel, version, NULL, NULL, type, blob, NULL, NULL;
---   kind 1 write: thread, namespace, checkpoint id, task id, channel, idx, type, blob, NULL, NULL;
---   kind 2 checkpoint: thread, namespace, checkpoint id, NULL, NULL, NULL, type, body, metadata,
---          metadata_exact.
+-- Rows of a value to seal again, in one shape for all three tables (_lifecycle.reseal_params):
+--   kind 0 blob: thread, namespace, channel, version, NULL..., type, blob;
+--   kind 1 write: thread, namespace, checkpoint id, task id, channel, idx, type, blob, task path;
+--   kind 2 checkpoint: thread, namespace, checkpoint id, NULL, NULL, NULL, type, body, NULL, parent id,
+--          channel_versions, metadata, metadata_exact.
 
--- name: sealed_rows_of_thread
--- copy_thread under a KeyringSerializer: the target's rows copied sealed for the source's place
--- (every checkpoint: its metadata is sealed too), locked until the transaction ends.
-SELECT 0 AS kind, b.thread_id, b.checkpoint_ns, b.channel, b.version, NULL::text, NULL::integer,
-       b.type, b.blob, NULL::jsonb, NULL::bytea
+-- name: _reseal_blob_columns
+-- Expects b (a pgsaver_blobs row).
+0 AS kind, b.thread_id, b.checkpoint_ns, b.channel AS a, b.version AS b, NULL::text AS channel,
+NULL::integer AS idx, b.type, b.blob, NULL::text AS task_path, NULL::text AS parent,
+NULL::jsonb AS channel_versions, NULL::jsonb AS metadata, NULL::bytea AS metadata_exact
+
+-- name: _reseal_write_columns
+-- Expects w (a pgsaver_writes row).
+1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx, w.type, w.blob,
+w.task_path, NULL, NULL, NULL, NULL
+
+-- name: _reseal_checkpoint_columns
+-- Expects c (a pgsaver_checkpoints row).
+2, c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL, NULL, NULL, c.type, c.checkpoint, NULL,
+c.parent_checkpoint_id, c.channel_versions, c.metadata, c.metadata_exact
+
+-- name: copied_sealed_rows
+-- copy_thread under a KeyringSerializer, after copy_thread in its transaction: the target's rows
+-- that the copy inserted (the same key and the same bytes as the source's row: a row the target
+-- held already has other bytes, a nonce of its own), still sealed for the source's place.
+SELECT {_reseal_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
-WHERE b.thread_id = %(thread_id)s AND b.type LIKE '%%+aead'
+JOIN {schema}.pgsaver_blobs AS s
+  ON s.thread_id = %(source)s AND s.checkpoint_ns = b.checkpoint_ns AND s.channel = b.channel
+ AND s.version = b.version AND s.blob = b.blob
+WHERE b.thread_id = %(target)s AND b.type LIKE '%%+aead'
 UNION ALL
-SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx, w.type, w.blob,
-       NULL, NULL
+SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
-WHERE w.thread_id = %(thread_id)s AND w.type LIKE '%%+aead'
+JOIN {schema}.pgsaver_writes AS s
+  ON s.thread_id = %(source)s AND s.checkpoint_ns = w.checkpoint_ns
+ AND s.checkpoint_id = w.checkpoint_id AND s.task_id = w.task_id AND s.idx = w.idx AND s.blob = w.blob
+WHERE w.thread_id = %(target)s AND w.type LIKE '%%+aead'
 UNION ALL
-SELECT 2, c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL, NULL, NULL, c.type, c.checkpoint,
-       c.metadata, c.metadata_exact
+SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c
-WHERE c.thread_id = %(thread_id)s
+WHERE c.thread_id = %(target)s
 
 -- name: reencrypt_blobs
 -- One batch of reencrypt: the next blobs (after the key given, in primary-key order) not sealed
--- with the current key (%(header)b starts each of its ciphertexts), locked until the batch commits.
-SELECT 0 AS kind, b.thread_id, b.checkpoint_ns, b.channel, b.version, NULL::text, NULL::integer,
-       b.type, b.blob, NULL::jsonb, NULL::bytea
+-- with the current key (%(header)b starts each of its ciphertexts), or all with %(full)s, locked
+-- until the batch commits (NO KEY UPDATE: a put's parent check still goes through).
+SELECT {_reseal_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
 WHERE (%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
   AND (%(first)s OR (b.thread_id, b.checkpoint_ns, b.channel, b.version) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s))
   AND b.type <> 'empty'
-  AND (b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
+  AND (%(full)s OR b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
 ORDER BY b.thread_id, b.checkpoint_ns, b.channel, b.version
 LIMIT %(limit)s
-FOR UPDATE
+FOR NO KEY UPDATE
 
 -- name: reencrypt_writes
 -- reencrypt_blobs for pending writes.
-SELECT 1 AS kind, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx,
-       w.type, w.blob, NULL::jsonb, NULL::bytea
+SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
 WHERE (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
   AND (%(first)s OR (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
                     > (%(k1)s, %(k2)s, %(k3)s, %(k4)s, %(k5)s::integer))
-  AND (w.type NOT LIKE '%%+aead' OR substring(w.blob FOR octet_length(%(header)b)) <> %(header)b)
+  AND (%(full)s OR w.type NOT LIKE '%%+aead' OR substring(w.blob FOR octet_length(%(header)b)) <> %(header)b)
 ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
 LIMIT %(limit)s
-FOR UPDATE
+FOR NO KEY UPDATE
 
 -- name: reencrypt_checkpoints
--- reencrypt_blobs for checkpoints: the body, the sealed metadata, and metadata kept in clear that
--- has keys outside plaintext_metadata (a row written before the KeyringSerializer).
-SELECT 2 AS kind, c.thread_id, c.checkpoint_ns, c.checkpoint_id, NULL::text, NULL::text,
-       NULL::integer, c.type, c.checkpoint, c.metadata, c.metadata_exact
+-- reencrypt_blobs for checkpoints: the body, the sealed metadata (missing: a row written before
+-- the KeyringSerializer), and metadata in clear with keys outside plaintext_metadata.
+SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE (%(thread_id)s::text IS NULL OR c.thread_id = %(thread_id)s)
   AND (%(first)s OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id) > (%(k1)s, %(k2)s, %(k3)s))
-  AND (c.type NOT LIKE '%%+aead'
+  AND (%(full)s
+       OR c.type NOT LIKE '%%+aead'
        OR substring(c.checkpoint FOR octet_length(%(header)b)) <> %(header)b
-       OR (c.metadata_exact IS NOT NULL
-           AND substring(c.metadata_exact FROM position('\x0a'::bytea IN c.metadata_exact) + 1
-                         FOR octet_length(%(header)b)) <> %(header)b)
-       OR (c.metadata_exact IS NULL AND jsonb_typeof(c.metadata) = 'object'
+       OR c.metadata_exact IS NULL
+       OR substring(c.metadata_exact FROM position('\x0a'::bytea IN c.metadata_exact) + 1
+                    FOR octet_length(%(header)b)) <> %(header)b
+       OR (jsonb_typeof(c.metadata) = 'object'
            AND EXISTS (SELECT 1 FROM jsonb_object_keys(c.metadata) AS k
                        WHERE NOT k = ANY (%(plaintext)b::text[]))))
 ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
 LIMIT %(limit)s
-FOR UPDATE
+FOR NO KEY UPDATE
 
 -- name: reseal
 -- The values sealed again (_lifecycle.reseal_params), by primary key; the counts of rows changed.

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import psycopg.types.json
 import pytest
 from graphs import delta_chat, two_nodes
 from helpers import checkpoint, config, run_threads
@@ -477,3 +478,89 @@ def test_reencrypt_while_agents_run_loses_nothing(db_dsn: str) -> None:
             turns_run = sum(1 for _, _, m, _ in again if m["source"] == "input")
             assert turns_run >= 3
             assert len(again[0][0]["bar"]) == 3 * turns_run
+
+
+def test_what_lies_beside_a_sealed_value_is_bound_to_it_too(db_dsn: str) -> None:
+    """The columns next to a sealed value that decide what it means: a write's channel, a
+    value's type, a checkpoint's parent and channel versions (a rollback to an older, validly
+    sealed value), and metadata kept in clear for filters."""
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+
+        def fresh() -> tuple[dict[str, Any], str]:
+            saver.delete_thread("t")
+            cp = checkpoint({"a": "old"})
+            first = saver.put(config("t"), cp, {"step": 1}, cp["channel_versions"])
+            cp2 = checkpoint({"a": "new"})
+            version = saver.get_next_version(cp["channel_versions"]["a"], None)
+            cp2["channel_versions"] = {"a": version}
+            second = saver.put(first, cp2, {"step": 2}, cp2["channel_versions"])
+            saver.put_writes(second, [("a", "for-a")], "task")
+            return dict(cp["channel_versions"]), second["configurable"]["checkpoint_id"]
+
+        def latest() -> Any:
+            return saver.get_tuple({"configurable": {"thread_id": "t"}})
+
+        fresh()
+        tup = latest()
+        assert tup.checkpoint["channel_values"] == {"a": "new"}
+        assert tup.metadata == {"step": 2}
+        assert tup.pending_writes == [("task", "a", "for-a")]
+        for sql, match in (
+            ("UPDATE pgsaver_writes SET channel = 'b'", "write to channel 'b'"),
+            ("UPDATE pgsaver_writes SET type = 'bytes+aead'", "write to channel 'a'"),
+            ("UPDATE pgsaver_checkpoints SET channel_versions = %s WHERE checkpoint_id = %s", ""),
+            (
+                "UPDATE pgsaver_checkpoints SET parent_checkpoint_id = NULL WHERE checkpoint_id = %s",
+                "",
+            ),
+        ):
+            old_versions, second_id = fresh()
+            params: tuple[Any, ...] = ()
+            if "channel_versions" in sql:
+                params = (psycopg.types.json.Jsonb(old_versions), second_id)
+            elif "parent" in sql:
+                params = (second_id,)
+            _swap(db_dsn, sql, params)
+            with pytest.raises(DecryptionError, match=match or f"checkpoint '{second_id}'"):
+                latest()
+        # metadata forged in the clear column: reads return the sealed copy
+        fresh()
+        _swap(db_dsn, """UPDATE pgsaver_checkpoints SET metadata = '{"step": 7}'""")
+        assert latest().metadata == {"step": 2}
+        # the sealed copy removed: refused in strict mode
+        _swap(db_dsn, "UPDATE pgsaver_checkpoints SET metadata_exact = NULL")
+        with pytest.raises(DecryptionError, match=r"the metadata of checkpoint .* unsealed"):
+            latest()
+
+
+def test_copy_thread_into_a_target_holding_writes_keeps_them(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "src")
+        orphan = {"configurable": {"thread_id": "dst", "checkpoint_ns": "", "checkpoint_id": "x"}}
+        saver.put_writes(orphan, [("foo", "kept")], "task")
+        saver.copy_thread("src", "dst")
+        assert [v for v, *_ in history(saver, "dst")] == [v for v, *_ in history(saver, "src")]
+        cp = checkpoint({"foo": "later"})
+        cp["id"] = "x"
+        saver.put(config("dst", ns=""), cp, {}, cp["channel_versions"])
+        tup = saver.get_tuple(orphan)
+        assert tup is not None
+        assert tup.pending_writes == [("task", "foo", "kept")]
+
+
+def test_plaintext_metadata_can_change_and_reencrypt_follows(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        run_graph(saver, "t")
+        assert list(saver.list(None, filter={"user_api_key": API_KEY}))  # checked after reading
+    wider = keyring("k1", plaintext_metadata=("source", "step", "parents", "user_api_key"))
+    with PostgresSaver.from_conn_string(db_dsn, serde=wider) as saver:
+        # in SQL now, and older rows do not hold it in clear yet
+        assert list(saver.list(None, filter={"user_api_key": API_KEY})) == []
+        assert saver.reencrypt().checkpoints == 0  # nothing is under another key
+        report = saver.reencrypt(full=True)
+        assert report.checkpoints == 4
+        assert len(list(saver.list(None, filter={"user_api_key": API_KEY}))) == 4
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as narrower:
+        assert narrower.reencrypt().checkpoints == 4  # the key goes out of the clear column
+        assert len(list(narrower.list(None, filter={"user_api_key": API_KEY}))) == 4
+    assert API_KEY.encode() not in raw_bytes(db_dsn)

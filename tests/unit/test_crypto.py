@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_pg_saver._crypto import (
@@ -104,7 +103,7 @@ def test_places_are_described_for_errors() -> None:
     assert describe(HERE_PARTS) == (
         "the value of channel 'messages' (version 3) in thread 't', namespace ''"
     )
-    assert describe(("write", "t", "", "c1", "task", -1), "__error__") == (
+    assert describe(("write", "t", "", "c1", "task", -1, "__error__", "")) == (
         "the write to channel '__error__' (task 'task', idx -1) of checkpoint 'c1' in thread "
         "'t', namespace ''"
     )
