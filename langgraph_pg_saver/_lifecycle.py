@@ -338,7 +338,13 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
     if dependents:
         raise DeltaDependencyError(run_ids=ids, dependents=dependents)
     summary = next(r for r in rows if r[0] == 0)
-    return Report(checkpoints=int(summary[5]), writes=int(summary[6]), blobs=int(summary[7]))
+    return Report(
+        threads=int(summary[8]),
+        checkpoints=int(summary[5]),
+        writes=int(summary[6]),
+        blobs=int(summary[7]),
+        batches=1,
+    )
 
 
 # --------------------------------------------------------------------------- encryption

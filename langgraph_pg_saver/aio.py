@@ -405,29 +405,36 @@ class AsyncPostgresSaver(SaverBase):
         )
         return result
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(  # type: ignore[override]  # returns a Report (None upstream)
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", dry_run: bool = False
+    ) -> Report:
         """Prune threads. ``keep_latest`` keeps the newest checkpoint of every namespace (with its
         writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
 
-        Runs in bounded batches, one short transaction each. See :meth:`retention` for dry runs,
-        keeping the last N and deleting idle threads.
+        Runs in bounded batches, one short transaction each; returns what was removed (with
+        ``dry_run``, what would be, removing nothing). See :meth:`retention` for keeping the last
+        N and deleting idle threads.
         """
-        await self._driver.drive(_lifecycle.prune(self._q, thread_ids, strategy))
+        report: Report = await self._driver.drive(
+            _lifecycle.prune(self._q, thread_ids, strategy, dry_run=dry_run)
+        )
+        return report
 
-    async def acopy_thread(
+    async def acopy_thread(  # type: ignore[override]  # returns a Report (None upstream)
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
-    ) -> None:
+    ) -> Report:
         """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
 
         A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
         unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
-        nothing.
+        nothing. Returns what was copied.
         """
-        await self._driver.drive(
+        report: Report = await self._driver.drive(
             _lifecycle.copy_thread(
                 self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
             )
         )
+        return report
 
     async def areencrypt(
         self,
@@ -462,13 +469,17 @@ class AsyncPostgresSaver(SaverBase):
         )
         return report
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) created by these runs, in one statement.
+    async def adelete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
+        self, run_ids: Sequence[str]
+    ) -> Report:
+        """Delete the checkpoints (and their writes) created by these runs, in one statement;
+        returns what was deleted.
 
         Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
         DeltaChannel state is rebuilt from a checkpoint of these runs.
         """
-        await self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        report: Report = await self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        return report
 
     async def aretention(
         self,

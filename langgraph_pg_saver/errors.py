@@ -40,7 +40,8 @@ class SchemaOutdatedError(SchemaError):
         )
         super().__init__(
             f"checkpoint schema {schema!r} {state}; missing migrations {list(self.missing)}. "
-            "Run setup() (or `make`'s setup) with a role that may create tables in that schema."
+            "Run setup() (or `langgraph-pg-saver setup`) with a role that may create tables in "
+            "that schema."
         )
 
 

@@ -333,29 +333,36 @@ class PostgresSaver(SaverBase):
         )
         return result
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def prune(  # type: ignore[override]  # returns a Report (None upstream)
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", dry_run: bool = False
+    ) -> Report:
         """Prune threads. ``keep_latest`` keeps the newest checkpoint of every namespace (with its
         writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
 
-        Runs in bounded batches, one short transaction each. See :meth:`retention` for dry runs,
-        keeping the last N and deleting idle threads.
+        Runs in bounded batches, one short transaction each; returns what was removed (with
+        ``dry_run``, what would be, removing nothing). See :meth:`retention` for keeping the last
+        N and deleting idle threads.
         """
-        self._driver.drive(_lifecycle.prune(self._q, thread_ids, strategy))
+        report: Report = self._driver.drive(
+            _lifecycle.prune(self._q, thread_ids, strategy, dry_run=dry_run)
+        )
+        return report
 
-    def copy_thread(
+    def copy_thread(  # type: ignore[override]  # returns a Report (None upstream)
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
-    ) -> None:
+    ) -> Report:
         """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
 
         A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
         unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
-        nothing.
+        nothing. Returns what was copied.
         """
-        self._driver.drive(
+        report: Report = self._driver.drive(
             _lifecycle.copy_thread(
                 self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
             )
         )
+        return report
 
     def reencrypt(
         self,
@@ -390,13 +397,17 @@ class PostgresSaver(SaverBase):
         )
         return report
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) created by these runs, in one statement.
+    def delete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
+        self, run_ids: Sequence[str]
+    ) -> Report:
+        """Delete the checkpoints (and their writes) created by these runs, in one statement;
+        returns what was deleted.
 
         Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
         DeltaChannel state is rebuilt from a checkpoint of these runs.
         """
-        self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        report: Report = self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        return report
 
     def retention(
         self,

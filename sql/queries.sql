@@ -846,9 +846,10 @@ WITH doomed AS (
     RETURNING 1
 )
 SELECT 0, NULL, NULL, NULL, NULL,
-       (SELECT count(*) FROM deleted), (SELECT count(*) FROM deleted_writes), (SELECT count(*) FROM deleted_blobs)
+       (SELECT count(*) FROM deleted), (SELECT count(*) FROM deleted_writes), (SELECT count(*) FROM deleted_blobs),
+       (SELECT count(DISTINCT thread_id) FROM deleted)
 UNION ALL
-SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL FROM dependents
+SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL, NULL FROM dependents
 
 -- name: threads_after
 -- The next distinct thread ids after a cursor, in order, by skipping through the primary key.

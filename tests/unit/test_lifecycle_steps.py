@@ -467,19 +467,19 @@ def _runs_step(ids: list[str]) -> Step:
 
 
 def test_delete_for_runs_reports_the_summary_row() -> None:
-    driver = FakeDriver({"delete_for_runs": [[(0, None, None, None, None, 4, 6, 2)]]})
+    driver = FakeDriver({"delete_for_runs": [[(0, None, None, None, None, 4, 6, 2, 3)]]})
     report = driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1", "r2"]))
     assert driver.names() == [("lock_threads_of_runs", "delete_for_runs")]
     assert driver.steps == [_runs_step(["r1", "r2"])]
     assert driver.steps[0].transactional
-    assert report == Report(checkpoints=4, writes=6, blobs=2)
+    assert report == Report(threads=3, checkpoints=4, writes=6, blobs=2, batches=1)
 
 
 def test_delete_for_runs_refuses_when_survivors_depend_on_the_runs() -> None:
     rows: Rows = [
-        (0, None, None, None, None, 0, 0, 0),
-        (1, "t1", "", "c3", "c2", None, None, None),
-        (1, "t2", "sub", "c9", "c8", None, None, None),
+        (0, None, None, None, None, 0, 0, 0, 0),
+        (1, "t1", "", "c3", "c2", None, None, None, None),
+        (1, "t2", "sub", "c9", "c8", None, None, None, None),
     ]
     driver = FakeDriver({"delete_for_runs": [rows]})
     with pytest.raises(DeltaDependencyError) as info:
@@ -492,10 +492,10 @@ def test_delete_for_runs_refuses_when_survivors_depend_on_the_runs() -> None:
 
 
 def test_delete_for_runs_finds_the_summary_wherever_it_is() -> None:
-    rows: Rows = [(0, None, None, None, None, 1, 2, 3)]
+    rows: Rows = [(0, None, None, None, None, 1, 2, 3, 1)]
     driver = FakeDriver({"delete_for_runs": [rows]})
     assert driver.run(_lifecycle.delete_for_runs(Q, ("r",))) == Report(
-        checkpoints=1, writes=2, blobs=3
+        threads=1, checkpoints=1, writes=2, blobs=3, batches=1
     )
 
 
