@@ -63,3 +63,34 @@ def check(schema: str, applied: Mapping[int, bool] | None) -> None:
     todo = pending(schema, applied)
     if todo:
         raise SchemaOutdatedError(schema, sorted(applied or {}), [m.version for m in todo])
+
+
+def script(schema: str, *, after: int = 0) -> str:
+    """The SQL of ``setup()`` as one script for a DBA or a migration tool (``langgraph-pg-saver
+    setup --sql``): the migrations after ``after`` (0: from an empty database), each recorded as
+    setup() records it, in one transaction under setup()'s lock. No connection is made."""
+    from ._sql import queries_for
+
+    q = queries_for(schema)
+    known = migrations()
+    if after < 0 or after > len(known):
+        raise ValueError(f"--from must be between 0 and {len(known)}, not {after}")
+    table = f"{q.schema_sql}.pgsaver_migrations"
+    parts = [
+        f"-- langgraph-pg-saver schema {schema!r}: migrations {after + 1}..{len(known)}",
+        "BEGIN;",
+        f"SELECT pg_advisory_xact_lock({lock_key(schema)});",
+        q["schema_create"].decode() + ";",
+        q["migrations_bootstrap"].decode() + ";",
+        q["migrations_bootstrap_additive"].decode() + ";",
+    ]
+    for mig in known[after:]:
+        parts.append(f"\n-- {mig.version:04d}_{mig.name}.sql")
+        text = q.migration(mig).decode().strip()
+        parts.append(text if text.endswith(";") else text + ";")
+        parts.append(
+            f"INSERT INTO {table} (version, name, additive) VALUES ({mig.version}, "
+            f"'{mig.name}', {'true' if mig.additive else 'false'}) ON CONFLICT (version) DO NOTHING;"
+        )
+    parts.append("COMMIT;")
+    return "\n".join(parts) + "\n"

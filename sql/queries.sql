@@ -1020,3 +1020,93 @@ WITH ub AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FROM ub)
+
+-- ============================================================================ ops (the CLI)
+-- Read-only statements of `langgraph-pg-saver status / threads / doctor`. They scan whole tables
+-- where they must (an operator's command, never the agents' hot path).
+
+-- name: ops_tables
+-- Our tables: estimated rows, total and heap bytes, live and dead tuples, last (auto)vacuum.
+SELECT t.name, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
+       coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), greatest(s.last_vacuum, s.last_autovacuum)
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_migrations'])
+    WITH ORDINALITY AS t(name, n)
+JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
+LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
+ORDER BY t.n
+
+-- name: ops_counts
+-- Exact counts, the number of threads (skipping through the primary key), the oldest and newest
+-- checkpoint.
+WITH RECURSIVE t AS (
+    (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c ORDER BY c.thread_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id > t.thread_id ORDER BY c.thread_id LIMIT 1)
+    FROM t WHERE t.thread_id IS NOT NULL
+)
+SELECT (SELECT count(*) FROM t WHERE thread_id IS NOT NULL),
+       (SELECT count(*) FROM {schema}.pgsaver_checkpoints),
+       (SELECT count(*) FROM {schema}.pgsaver_writes),
+       (SELECT count(*) FROM {schema}.pgsaver_blobs),
+       (SELECT min(created_at) FROM {schema}.pgsaver_checkpoints),
+       (SELECT max(created_at) FROM {schema}.pgsaver_checkpoints)
+
+-- name: ops_threads
+-- Threads with their last activity, checkpoints and bytes (rows of all three tables), newest
+-- activity first; optionally only those with a checkpoint whose metadata contains %(filter)s, or
+-- idle longer than %(idle_for)s; %(order)s 'activity', 'bytes' or 'checkpoints'.
+WITH per AS (
+    SELECT c.thread_id, count(*) AS checkpoints, max(c.created_at) AS last_activity,
+           sum(pg_column_size(c.*)) AS bytes
+    FROM {schema}.pgsaver_checkpoints AS c
+    GROUP BY c.thread_id
+    HAVING (%(filter)s::jsonb IS NULL OR bool_or(c.metadata @> %(filter)s::jsonb))
+       AND (%(idle_for)s::interval IS NULL OR max(c.created_at) < now() - %(idle_for)s::interval)
+), sized AS (
+    SELECT per.thread_id, per.checkpoints, per.last_activity,
+           per.bytes
+           + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w
+                       WHERE w.thread_id = per.thread_id), 0)
+           + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b
+                       WHERE b.thread_id = per.thread_id), 0) AS bytes
+    FROM per
+)
+SELECT thread_id, checkpoints, bytes, last_activity
+FROM sized
+ORDER BY CASE %(order)s WHEN 'bytes' THEN bytes WHEN 'checkpoints' THEN checkpoints END DESC NULLS LAST,
+         last_activity DESC, thread_id
+LIMIT %(limit)s
+
+-- name: ops_settings
+-- Server settings doctor reports on, and whether this server can compress with lz4.
+SELECT current_setting('server_version'), current_setting('server_version_num')::int,
+       current_setting('jit'), current_setting('default_toast_compression'),
+       EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'
+               AND 'lz4' = ANY (enumvals)),
+       current_user
+
+-- name: ops_compression
+-- The compression of the bytea columns that hold values and bodies ('' = the server default);
+-- not metadata_exact, small, and incompressible when sealed.
+SELECT c.relname, a.attname, a.attcompression::text
+FROM pg_attribute AS a
+JOIN pg_class AS c ON c.oid = a.attrelid
+WHERE a.attrelid IN (to_regclass(quote_ident(%(schema)s) || '.pgsaver_blobs'),
+                     to_regclass(quote_ident(%(schema)s) || '.pgsaver_writes'),
+                     to_regclass(quote_ident(%(schema)s) || '.pgsaver_checkpoints'))
+  AND a.atttypid = 'bytea'::regtype AND a.attnum > 0 AND NOT a.attisdropped
+  AND a.attname <> 'metadata_exact'
+ORDER BY 1, 2
+
+-- name: ops_thread_count
+-- How many threads sort after %(after)s (the progress bar's total), skipping through the key.
+WITH RECURSIVE t AS (
+    (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+     WHERE c.thread_id > %(after)s ORDER BY c.thread_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id > t.thread_id ORDER BY c.thread_id LIMIT 1)
+    FROM t WHERE t.thread_id IS NOT NULL
+)
+SELECT count(*) FROM t WHERE thread_id IS NOT NULL

@@ -1,0 +1,442 @@
+"""The ``langgraph-pg-saver`` command line, run as a user runs it: a subprocess against a real
+database (and a real pseudo-terminal for the prompt and the progress bar)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import _create_db, _drop_db
+from graphs import approval, delta_chat, two_nodes
+from pgserver import Server
+from psycopg.conninfo import conninfo_to_dict
+
+from langgraph_pg_saver import KeyringSerializer, PostgresSaver
+
+CLI = [sys.executable, "-m", "langgraph_pg_saver"]
+
+
+def cli(
+    *args: str, dsn: str | None = None, env: dict[str, str] | None = None, check: int | None = 0
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("LANGGRAPH_PG_DSN", None)
+    if dsn is not None:
+        full_env["LANGGRAPH_PG_DSN"] = dsn
+    done = subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    if check is not None:
+        assert done.returncode == check, (args, done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def cli_json(*args: str, dsn: str, **kw: Any) -> Any:
+    return json.loads(cli(*args, "--json", dsn=dsn, **kw).stdout)
+
+
+def fill(dsn: str, threads: int = 12, turns: int = 3) -> None:
+    """Graph threads as an app leaves them: plain ones, a DeltaChannel one, an interrupted one."""
+    with PostgresSaver.from_conn_string(dsn, max_size=2) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        for i in range(threads):
+            cfg = {"configurable": {"thread_id": f"t-{i:03d}", "team": f"team-{i % 3}"}}
+            for _ in range(turns):
+                graph.invoke({"foo": "x", "bar": ["y" * 100]}, cfg)
+        chat = delta_chat().compile(checkpointer=saver)
+        for _ in range(7):
+            chat.invoke({}, {"configurable": {"thread_id": "delta"}})
+        approval().compile(checkpointer=saver).invoke(
+            {"request": "r"}, {"configurable": {"thread_id": "waiting"}}
+        )
+
+
+def stored(dsn: str) -> dict[str, Any]:
+    """What is stored, by key (ids differ between databases filled separately: compare steps)."""
+    with psycopg.connect(dsn) as conn:
+        return {
+            "checkpoints": sorted(
+                conn.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM pgsaver_checkpoints"
+                ).fetchall()
+            ),
+            "writes": conn.execute("SELECT count(*) FROM pgsaver_writes").fetchone(),
+            "blobs": conn.execute("SELECT count(*) FROM pgsaver_blobs").fetchone(),
+        }
+
+
+@pytest.fixture
+def filled(db_dsn: str) -> str:
+    fill(db_dsn)
+    return db_dsn
+
+
+@pytest.fixture
+def twin(pg_server: Server, filled: str) -> Iterator[str]:
+    """A second database holding exactly what ``filled`` holds (a template copy)."""
+    source = str(conninfo_to_dict(filled)["dbname"])
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (source,)
+        )
+    name = _create_db(pg_server, source)
+    try:
+        yield pg_server.dsn_for(name)
+    finally:
+        _drop_db(pg_server, name)
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def test_setup_sql_prints_the_ddl_without_connecting_and_it_builds_a_current_schema(
+    empty_db_dsn: str,
+) -> None:
+    nowhere = "postgresql://nobody@127.0.0.1:1/none"
+    script = cli("--schema", "tenant_a", "setup", "--sql", dsn=nowhere).stdout
+    assert 'CREATE TABLE IF NOT EXISTS "tenant_a".pgsaver_checkpoints' in script
+    assert script.startswith("-- langgraph-pg-saver schema 'tenant_a'")
+    check = cli("--schema", "tenant_a", "setup", "--check", dsn=empty_db_dsn, check=1)
+    assert "missing migrations [1, 2, 3, 4]" in check.stderr
+    assert check.stderr.count("\n") == 1  # one line, no traceback
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        conn.execute(script)
+        conn.execute(script)  # a second run changes nothing
+    cli("--schema", "tenant_a", "setup", "--check", dsn=empty_db_dsn)
+    later = cli("setup", "--sql", "--from", "3", dsn=nowhere).stdout
+    assert "0004_single_writer" in later
+    assert "0001_initial" not in later
+    assert cli("setup", "--sql", "--from", "9", check=2).stderr.count("--from") >= 1
+
+
+def test_setup_applies_migrations_and_check_then_passes(empty_db_dsn: str) -> None:
+    cli("setup", "--check", dsn=empty_db_dsn, check=1)
+    assert "is set up (migration 4)" in cli("setup", dsn=empty_db_dsn).stdout
+    assert "is current" in cli("setup", "--check", dsn=empty_db_dsn).stdout
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db_dsn: str) -> None:
+    report = cli_json("doctor", dsn=filled)
+    checks = {c["check"]: c for c in report["checks"]}
+    assert report["ok"] is True
+    assert set(checks) == {
+        "connection",
+        "server",
+        "schema",
+        "pooler",
+        "privileges",
+        "compression",
+        "jit",
+        "bloat",
+    }
+    assert "direct connection" in checks["pooler"]["detail"]
+    text = cli("doctor", dsn=filled).stdout
+    assert re.search(r"^OK +connection: .* round trip [0-9.]+ ms$", text, re.MULTILINE)
+    pooled = cli_json("doctor", dsn=bouncer.dsn(filled))
+    pooler = next(c for c in pooled["checks"] if c["check"] == "pooler")
+    assert "pooling proxy" in pooler["detail"]
+    assert pooled["ok"] is True
+    # an empty database: FAIL, exit 1, with the fix
+    bad = cli("doctor", dsn=empty_db_dsn, check=1)
+    assert "FAIL schema: schema 'public' is not set up" in bad.stdout
+    assert "fix: langgraph-pg-saver --schema public setup" in bad.stdout
+    down = cli("doctor", "--json", dsn="postgresql://postgres@127.0.0.1:1/x", check=1)
+    assert json.loads(down.stdout)["checks"][0]["status"] == "FAIL"
+
+
+# --------------------------------------------------------------------------- status, threads
+
+
+def test_status_and_threads_report_what_is_stored(filled: str) -> None:
+    data = cli_json("status", "--top", "3", dsn=filled)
+    with psycopg.connect(filled) as conn:
+        counts = conn.execute(
+            "SELECT (SELECT count(DISTINCT thread_id) FROM pgsaver_checkpoints), "
+            "(SELECT count(*) FROM pgsaver_checkpoints), (SELECT count(*) FROM pgsaver_writes), "
+            "(SELECT count(*) FROM pgsaver_blobs)"
+        ).fetchone()
+    assert (data["threads"], data["checkpoints"], data["writes"], data["blobs"]) == counts
+    assert data["migration"] == data["current_migration"] == 4
+    assert data["top_by_checkpoints"][0]["checkpoints"] == 21  # the delta thread
+    assert data["top_by_checkpoints"][0]["thread_id"] == "delta"
+    assert len(data["top_by_bytes"]) == 3
+    threads = cli_json("threads", "--filter", "team=team-1", "--limit", "100", dsn=filled)
+    assert sorted(t["thread_id"] for t in threads) == [f"t-{i:03d}" for i in range(1, 12, 3)]
+    assert all(t["checkpoints"] == 12 and t["bytes"] > 0 for t in threads)
+    assert cli_json("threads", "--idle-for", "1d", dsn=filled) == []
+    assert len(cli_json("threads", "--idle-for", "0s", "--limit", "5", dsn=filled)) == 5
+    assert "t-000" in cli("threads", dsn=filled).stdout
+    bad = cli("threads", "--idle-for", "soon", dsn=filled, check=2)
+    assert "not a duration like 30d" in bad.stderr
+
+
+# --------------------------------------------------------------------------- history, show
+
+
+def test_history_and_show_match_what_langgraph_sees(filled: str) -> None:
+    with PostgresSaver.from_conn_string(filled, max_size=1) as saver:
+        for builder, thread in ((two_nodes, "t-004"), (approval, "waiting"), (delta_chat, "delta")):
+            graph = builder().compile(checkpointer=saver)
+            cfg = {"configurable": {"thread_id": thread}}
+            want = [
+                (s.config["configurable"]["checkpoint_id"], s.metadata["step"], list(s.next))
+                for s in graph.get_state_history(cfg)
+            ]
+            got = cli_json("history", thread, "--limit", "0", dsn=filled)
+            assert [(r["checkpoint_id"], r["step"], r["next"]) for r in got] == want, thread
+            state = graph.get_state(cfg)
+            shown = cli_json("show", thread, dsn=filled)
+            values = dict(shown["values"])
+            for channel, d in shown["delta_channels"].items():  # the graph's reducer: extend
+                values[channel] = list(d["seed"] or []) + [x for w in d["writes"] for x in w]
+            assert values == json.loads(json.dumps(state.values, default=repr)), thread
+            assert shown["next"] == list(state.next)
+        first = want[-1][0]
+        old = cli_json("show", "delta", "--checkpoint", first, dsn=filled)
+        assert old["checkpoint_id"] == first
+    text = cli("show", "t-004", "--width", "40", dsn=filled).stdout
+    assert "… (" in text  # a long value is cut, saying how long it was
+    assert "branch:to" not in cli("show", "waiting", dsn=filled).stdout
+    assert "branch:to:ask" in cli("show", "waiting", "--all", dsn=filled).stdout
+    missing = cli("history", "nope", dsn=filled, check=1)
+    assert missing.stderr == "error: thread 'nope' has no checkpoints\n"
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def test_a_dry_run_counts_what_the_real_run_removes(filled: str) -> None:
+    before = stored(filled)
+    plan = cli_json("prune", "--keep-last", "2", "--dry-run", dsn=filled)
+    assert stored(filled) == before
+    done = cli_json("prune", "--keep-last", "2", "--batch-size", "7", dsn=filled)
+    for key in ("threads", "checkpoints", "writes", "blobs", "bytes"):
+        assert plan[key] == done[key], key
+    assert plan["dry_run"] is True
+    assert done["checkpoints"] > 0
+    assert len(before["checkpoints"]) - len(stored(filled)["checkpoints"]) == done["checkpoints"]
+    again = cli_json("prune", "--keep-last", "2", dsn=filled)
+    assert again["checkpoints"] == 0
+    # idle threads go whole; nothing is idle for a day here
+    assert cli_json("prune", "--idle-for", "1d", dsn=filled)["threads"] == 0
+    gone = cli_json("prune", "--thread", "t-000", "--strategy", "delete", dsn=filled)
+    assert gone["threads"] == 1
+    assert cli_json("history", "t-001", "--limit", "0", dsn=filled)
+    cli("history", "t-000", dsn=filled, check=1)
+
+
+def test_a_prune_interrupted_with_sigint_and_resumed_ends_as_an_uninterrupted_one(
+    filled: str, twin: str
+) -> None:
+    with PostgresSaver.from_conn_string(filled, max_size=1) as saver:  # more threads, to interrupt
+        graph = two_nodes().compile(checkpointer=saver)
+        for i in range(60):
+            graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
+            graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
+    with PostgresSaver.from_conn_string(twin, max_size=1) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        for i in range(60):
+            graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
+            graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
+    args = ["prune", "--keep-last", "3", "--thread-batch", "1", "--batch-size", "2"]
+    env = {**os.environ, "LANGGRAPH_PG_DSN": filled}
+    proc = subprocess.Popen(
+        [*CLI, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    lines = []
+    while len(lines) < 5:  # a few batches committed
+        line = proc.stderr.readline()
+        assert line, (lines, proc.wait())
+        lines.append(line)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "nothing half-done" in err
+    resume = re.search(r"Resume with: langgraph-pg-saver (.*) \(or run", err)
+    assert resume is not None, err
+    assert "--start-after" in resume.group(1)
+    # the resume command as printed, then the same command again from the start
+    cli(*resume.group(1).replace("'", "").split(), dsn=filled)
+    cli(*args, dsn=filled)
+    cli(*args, dsn=twin)  # uninterrupted
+
+    # the same checkpoints remain (the twin has other ids for the 'more' threads: compare steps)
+    def shape(dsn: str) -> list[tuple[str, int]]:
+        with psycopg.connect(dsn) as conn:
+            return sorted(
+                conn.execute(
+                    "SELECT thread_id, (metadata->>'step')::int FROM pgsaver_checkpoints"
+                ).fetchall()
+            )
+
+    assert shape(filled) == shape(twin)
+    assert stored(filled)["blobs"] == stored(twin)["blobs"]
+
+
+def _pty_run(args: Sequence[str], dsn: str, answer: str | None) -> tuple[int, str]:
+    """Run the CLI on a pseudo-terminal (stdin, stdout and stderr), answering a prompt."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child
+        os.environ["LANGGRAPH_PG_DSN"] = dsn
+        os.environ["COLUMNS"] = "120"
+        os.execv(sys.executable, [*CLI, *args])
+    out = b""
+    answered = False
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if answer is not None and not answered and b"[y/N]" in out:
+            os.write(fd, answer.encode() + b"\r")
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def test_on_a_terminal_prune_asks_first_and_shows_a_progress_bar(filled: str) -> None:
+    before = stored(filled)
+    code, out = _pty_run(["prune", "--keep-last", "1"], filled, "n")
+    assert code == 1, out
+    assert "would remove:" in out
+    assert "Remove these? [y/N]" in out
+    assert stored(filled) == before
+    code, out = _pty_run(["prune", "--keep-last", "1", "--thread-batch", "4"], filled, "y")
+    assert code == 0, out
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    assert re.search(r"prune ━+ (\d+)/\1 threads", plain), plain
+    assert "removed:" in out
+    assert len(stored(filled)["checkpoints"]) < len(before["checkpoints"])
+    # --yes: no question
+    code, out = _pty_run(["prune", "--keep-last", "1", "--yes"], filled, None)
+    assert code == 0
+    assert "[y/N]" not in out
+
+
+# --------------------------------------------------------------------------- copy, delete
+
+
+def test_copy_delete_thread_and_delete_runs_print_what_they_did(filled: str) -> None:
+    copied = cli_json("copy-thread", "t-001", "t-copy", dsn=filled)
+    assert copied["checkpoints"] == 12
+    refused = cli("copy-thread", "t-001", "t-copy", dsn=filled, check=1)
+    assert "t-copy" in refused.stderr
+    assert (
+        cli_json("copy-thread", "t-002", "t-copy", "--overwrite", dsn=filled)["checkpoints"] == 12
+    )
+    deleted = cli_json("delete-thread", "t-copy", "t-003", dsn=filled)
+    assert deleted["threads"] == 2
+    assert deleted["checkpoints"] == 24
+    run_id = str(uuid.uuid4())
+    with PostgresSaver.from_conn_string(filled, max_size=1) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": "t-004"}})
+        # LangGraph's server passes the run id in the config's metadata
+        cfg: Any = {"configurable": {"thread_id": "t-004"}, "metadata": {"run_id": run_id}}
+        graph.invoke({"foo": "x", "bar": []}, cfg)
+    with psycopg.connect(filled) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pgsaver_checkpoints WHERE run_id = %s", (run_id,)
+        ).fetchone()
+    assert row is not None
+    n = row[0]
+    assert n == 4
+    runs = cli_json("delete-runs", run_id, dsn=filled)
+    assert runs["checkpoints"] == n
+    assert runs["threads"] == 1
+
+
+# --------------------------------------------------------------------------- reencrypt
+
+
+def test_reencrypt_and_show_with_keys_from_a_file_or_the_environment(
+    db_dsn: str, tmp_path: Any
+) -> None:
+    k1, k2 = b"1" * 32, b"2" * 32
+    with PostgresSaver.from_conn_string(db_dsn, serde=KeyringSerializer({"k1": k1})) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        graph.invoke({"foo": "x", "bar": ["secret"]}, {"configurable": {"thread_id": "s"}})
+    cli("show", "s", dsn=db_dsn, check=1)  # no keys: the plain serializer cannot read it
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps(
+            {"k2": k2.hex(), "k1": "base64:" + "MTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTE="}
+        )
+    )
+    report = cli_json("reencrypt", "--keys-file", str(keys), dsn=db_dsn)
+    assert report["checkpoints"] == 4
+    only_k2 = json.dumps({"k2": k2.hex()})
+    shown = cli_json("show", "s", dsn=db_dsn, env={"LANGGRAPH_PG_KEYS": only_k2})
+    assert shown["values"] == {"foo": "b", "bar": ["secret", "a", "b"]}
+    wrong = cli(
+        "show", "s", dsn=db_dsn, env={"LANGGRAPH_PG_KEYS": json.dumps({"k1": k1.hex()})}, check=1
+    )
+    assert "encrypted with key 'k2', which the keyring does not hold" in wrong.stderr
+    bad = cli("reencrypt", dsn=db_dsn, check=2)
+    assert "needs keys" in bad.stderr
+    junk = cli("show", "s", dsn=db_dsn, env={"LANGGRAPH_PG_KEYS": "{"}, check=1)
+    assert "is not JSON" in junk.stderr
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_user_mistakes_are_one_line_with_exit_codes(filled: str) -> None:
+    for dsn, words in (
+        ("postgresql://postgres@127.0.0.1:1/x", "Connection refused"),
+        (filled + " user=nobody_here", 'role "nobody_here" does not exist'),
+        ("not a dsn at all", "connection info string"),
+    ):
+        done = cli("status", dsn=dsn, check=1)
+        assert words in done.stderr, done.stderr
+        assert done.stderr.startswith("error: ")
+        assert done.stderr.count("\n") == 1
+        assert "Traceback" not in done.stderr
+    missing = cli("--schema", "nowhere", "status", dsn=filled, check=1)
+    assert "schema 'nowhere' has no langgraph-pg-saver tables" in missing.stderr
+    hist = cli("--schema", "nowhere", "history", "t-001", dsn=filled, check=1)
+    assert "is not set up" in hist.stderr
+    assert (
+        cli("prune", dsn=filled, check=2)
+        .stderr.strip()
+        .endswith("say what to prune: --keep-last N, --idle-for 30d, or --strategy")
+    )
+    assert cli("no-such-command", dsn=filled, check=2).returncode == 2
+    assert cli("prune", "--keep-last", "x", dsn=filled, check=2).returncode == 2
+    verbose = cli("-v", "status", dsn="postgresql://postgres@127.0.0.1:1/x", check=1)
+    assert "error: " in verbose.stderr
+    # libpq's variables are the last resort
+    pg_env = {"PGHOST": "127.0.0.1", "PGPORT": "1"}
+    assert "port 1 failed" in cli("status", env=pg_env, check=1).stderr
