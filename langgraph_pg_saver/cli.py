@@ -29,7 +29,7 @@ from ._base import DEFAULT_SCHEMA
 from ._crypto import KeyringSerializer
 from ._lifecycle import Report
 from ._sql import queries_for
-from .errors import PgSaverError
+from .errors import PgSaverError, SchemaOutdatedError
 from .saver import PostgresSaver
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -253,8 +253,9 @@ pass_ctx = click.make_pass_decorator(Ctx)
     show_default=True,
     help="With --sql: only migrations after this version.",
 )
+@json_option
 @pass_ctx
-def setup(c: Ctx, check: bool, print_sql: bool, after: int) -> None:
+def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> None:
     """Apply the schema's migrations (safe from many workers at once)."""
     if print_sql:
         try:
@@ -262,14 +263,37 @@ def setup(c: Ctx, check: bool, print_sql: bool, after: int) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--from") from None
         return
-    with c.saver(check=False) as saver:
-        saver.setup(check=check)
     head = _migrate.head()
-    click.echo(
-        f"schema {c.schema!r} is current (migration {head})"
-        if check
-        else f"schema {c.schema!r} is set up (migration {head})"
-    )
+    try:
+        with c.saver(check=False) as saver:
+            saver.setup(check=check)
+    except SchemaOutdatedError as exc:
+        if as_json:
+            emit_json(
+                {
+                    "schema": c.schema,
+                    "current": False,
+                    "applied": list(exc.applied),
+                    "missing": list(exc.missing),
+                }
+            )
+            sys.exit(1)
+        raise
+    if as_json:
+        emit_json(
+            {
+                "schema": c.schema,
+                "current": True,
+                "applied": list(range(1, head + 1)),
+                "missing": [],
+            }
+        )
+    else:
+        click.echo(
+            f"schema {c.schema!r} is current (migration {head})"
+            if check
+            else f"schema {c.schema!r} is set up (migration {head})"
+        )
 
 
 # --------------------------------------------------------------------------- doctor

@@ -128,8 +128,11 @@ def test_setup_sql_prints_the_ddl_without_connecting_and_it_builds_a_current_sch
 
 def test_setup_applies_migrations_and_check_then_passes(empty_db_dsn: str) -> None:
     cli("setup", "--check", dsn=empty_db_dsn, check=1)
+    missing = json.loads(cli("setup", "--check", "--json", dsn=empty_db_dsn, check=1).stdout)
+    assert missing == {"schema": "public", "current": False, "applied": [], "missing": [1, 2, 3, 4]}
     assert "is set up (migration 4)" in cli("setup", dsn=empty_db_dsn).stdout
     assert "is current" in cli("setup", "--check", dsn=empty_db_dsn).stdout
+    assert cli_json("setup", "--check", dsn=empty_db_dsn)["current"] is True
 
 
 # --------------------------------------------------------------------------- doctor
