@@ -615,6 +615,12 @@ class AsyncDriver:
         try:
             await self._migrate(check=check)
         except errors.InsufficientPrivilege as exc:
+            if check:
+                raise PrivilegeError(
+                    f"{self.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
+                    "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
+                    f"{self.q.schema} (README, 'Least privilege')"
+                ) from exc
             raise PrivilegeError(
                 f"{self.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
                 f"schema's migrations needs a role that may create tables in schema "

@@ -29,7 +29,7 @@ from ._base import DEFAULT_SCHEMA
 from ._crypto import KeyringSerializer
 from ._lifecycle import Report
 from ._sql import queries_for
-from .errors import PgSaverError, SchemaOutdatedError
+from .errors import InvalidSchemaNameError, PgSaverError, SchemaOutdatedError, ThreadNotEmptyError
 from .saver import PostgresSaver
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,6 +94,8 @@ def _filters(ctx: click.Context, param: click.Parameter, values: Sequence[str]) 
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not key=value")
+        if key in out:
+            raise click.BadParameter(f"key {key!r} is given twice (each key takes one value)")
         try:
             out[key] = json.loads(raw)  # 3, true, null, "quoted", [..]
         except ValueError:
@@ -207,6 +209,11 @@ def _numeric(rows: Sequence[Sequence[Any]], i: int) -> bool:
     return bool(rows) and all(isinstance(r[i], (int, float)) for r in rows if r[i] is not None)
 
 
+def short_json(value: Any, width: int) -> str:
+    text = json.dumps(value, default=_json_default, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def short(value: Any, width: int) -> str:
     text = repr(value)
     if width and len(text) > width:
@@ -232,7 +239,11 @@ def short(value: Any, width: int) -> str:
 @click.version_option(package_name="langgraph-pg-saver")
 @click.pass_context
 def main_group(ctx: click.Context, dsn: str | None, schema: str, verbose: bool) -> None:
-    """Operate a langgraph-pg-saver database: schema, health, growth, threads, lifecycle."""
+    """Operate a langgraph-pg-saver database: schema, health, growth, threads, lifecycle.
+
+    The options here (--dsn, --schema, -v) go before the command:
+    langgraph-pg-saver --dsn postgresql://... status
+    """
     ctx.obj = Ctx(dsn, schema, verbose)
 
 
@@ -258,11 +269,19 @@ pass_ctx = click.make_pass_decorator(Ctx)
 def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> None:
     """Apply the schema's migrations (safe from many workers at once)."""
     if print_sql:
+        if check or as_json:
+            raise click.UsageError("--sql prints the DDL; it does not go with --check or --json")
+        try:
+            queries_for(c.schema)
+        except InvalidSchemaNameError as exc:
+            raise click.BadParameter(str(exc), param_hint="--schema") from None
         try:
             click.echo(_migrate.script(c.schema, after=after), nl=False)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--from") from None
         return
+    if after:
+        raise click.UsageError("--from goes with --sql")
     head = _migrate.head()
     try:
         with c.saver(check=False) as saver:
@@ -328,6 +347,10 @@ def doctor(c: Ctx, as_json: bool) -> None:
             one_line(exc),
             "check --dsn / $LANGGRAPH_PG_DSN, the server, the network and the password",
         )
+    except InvalidSchemaNameError as exc:
+        doc.add("schema", "FAIL", one_line(exc), "pass a plain schema name to --schema")
+    except psycopg.Error as exc:  # a check that could not run is a failure, reported like one
+        doc.add("doctor", "FAIL", one_line(exc), "run with the role the application uses")
     if as_json:
         emit_json({"ok": not doc.failed, "checks": doc.lines})
     else:
@@ -363,8 +386,27 @@ def _doctor_checks(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: s
     )
     # schema
     applied: dict[int, bool] = {}
-    if one(conn, q["schema_exists"], {"schema": schema})[0] and _has_tables(conn, q):
-        applied = _migrate.applied_from_rows(conn.execute(q["migrations_applied"]).fetchall())
+    schema_there = bool(one(conn, q["schema_exists"], {"schema": schema})[0])
+    if not schema_there:
+        doc.add(
+            "schema",
+            "FAIL",
+            f"schema {schema!r} does not exist",
+            f"langgraph-pg-saver --schema {schema} setup (or pass the right --schema)",
+        )
+        return
+    try:
+        if _has_tables(conn, q):
+            applied = _migrate.applied_from_rows(conn.execute(q["migrations_applied"]).fetchall())
+    except psycopg.errors.InsufficientPrivilege as exc:
+        doc.add(
+            "schema",
+            "FAIL",
+            f"cannot read the schema's version: {one_line(exc)}",
+            "README 'Least privilege': GRANT SELECT ON pgsaver_migrations (and the tables)",
+        )
+        _privileges(doc, conn, q, schema, role)
+        return
     head = _migrate.head()
     try:
         todo = _migrate.pending(schema, applied)
@@ -406,18 +448,8 @@ def _doctor_checks(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: s
             )
             + ": the saver detects it and prepares nothing",
         )
-    # privileges
-    missing = conn.execute(q["missing_privileges"], {"schema": schema}).fetchall()
-    if missing:
-        lacks = ", ".join(f"{p} on {t}" for t, p in missing)
-        doc.add(
-            "privileges",
-            "FAIL",
-            f"role {role!r} lacks {lacks}",
-            "README 'Least privilege': GRANT SELECT, INSERT, UPDATE, DELETE ON the tables",
-        )
-    else:
-        doc.add("privileges", "OK", f"role {role!r} has what the saver needs")
+    if not _privileges(doc, conn, q, schema, role) or not applied:
+        return
     tables = {r[0]: r for r in conn.execute(q["ops_tables"], {"schema": schema}).fetchall()}
     # lz4
     if not has_lz4:
@@ -464,6 +496,22 @@ def _doctor_checks(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: s
         doc.add("bloat", "OK", "dead rows under 20% in every table")
 
 
+def _privileges(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: str, role: str) -> bool:
+    missing = conn.execute(q["missing_privileges"], {"schema": schema}).fetchall()
+    if missing:
+        lacks = ", ".join(f"{p} on {t}" for t, p in missing)
+        doc.add(
+            "privileges",
+            "FAIL",
+            f"role {role!r} lacks {lacks}",
+            "README 'Least privilege': GRANT SELECT, INSERT, UPDATE, DELETE ON the tables, "
+            "SELECT ON pgsaver_migrations",
+        )
+        return False
+    doc.add("privileges", "OK", f"role {role!r} has what the saver needs")
+    return True
+
+
 def _prepared_probe(conn: psycopg.Connection[Any]) -> bool:
     """Whether protocol-level prepared statements survive from one transaction to the next."""
     try:
@@ -479,7 +527,13 @@ def _prepared_probe(conn: psycopg.Connection[Any]) -> bool:
 
 
 @main_group.command()
-@click.option("--top", default=10, show_default=True, help="Threads to list by bytes and count.")
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Threads to list by bytes and by checkpoints (0: none).",
+)
 @json_option
 @pass_ctx
 def status(c: Ctx, top: int, as_json: bool) -> None:
@@ -498,9 +552,12 @@ def status(c: Ctx, top: int, as_json: bool) -> None:
         "tables": [
             {
                 "table": t[0],
-                "rows": {"pgsaver_checkpoints": checkpoints, "pgsaver_writes": writes}.get(
-                    t[0], blobs if t[0] == "pgsaver_blobs" else t[1]
-                ),
+                "rows": {
+                    "pgsaver_checkpoints": checkpoints,
+                    "pgsaver_writes": writes,
+                    "pgsaver_blobs": blobs,
+                    "pgsaver_migrations": len(applied),
+                }.get(t[0], t[1]),
                 "bytes": t[2],
                 "dead_rows": t[5],
             }
@@ -525,7 +582,12 @@ def status(c: Ctx, top: int, as_json: bool) -> None:
         f"{threads:,} threads, {checkpoints:,} checkpoints, {writes:,} writes, {blobs:,} blobs; "
         f"oldest {_when(oldest)}, newest {_when(newest)}"
     )
-    exact = {"pgsaver_checkpoints": checkpoints, "pgsaver_writes": writes, "pgsaver_blobs": blobs}
+    exact = {
+        "pgsaver_checkpoints": checkpoints,
+        "pgsaver_writes": writes,
+        "pgsaver_blobs": blobs,
+        "pgsaver_migrations": len(applied),
+    }
     table(
         "tables",
         ["table", "rows", "size", "dead rows"],
@@ -562,7 +624,7 @@ def _threads(
     q: Any,
     flt: Mapping[str, Any] | None,
     idle_for: timedelta | None,
-    limit: int,
+    limit: int | None,
     order: str,
 ) -> list[dict[str, Any]]:
     rows = conn.execute(
@@ -602,13 +664,24 @@ def _thread_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[tu
     metavar="KEY=VALUE",
     help="Threads with a checkpoint whose metadata holds KEY=VALUE (VALUE as JSON, else text).",
 )
-@click.option("--idle-for", callback=_duration, help="Only threads idle longer than this (30d).")
-@click.option("--limit", default=50, show_default=True, help="At most this many threads.")
+@click.option(
+    "--idle-for",
+    callback=_duration,
+    help="Only threads idle longer than this: a number and s, m, h, d or w (30d).",
+)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="At most this many threads (0: all).",
+)
 @click.option(
     "--sort",
     type=click.Choice(["activity", "bytes", "checkpoints"]),
     default="activity",
     show_default=True,
+    help="Newest activity first, or the largest, or the longest threads first.",
 )
 @json_option
 @pass_ctx
@@ -624,11 +697,15 @@ def threads(
     q = queries_for(c.schema)
     with c.connect() as conn:
         _applied(conn, q, c.schema)
-        rows = _threads(conn, q, flt or None, idle_for, limit, sort)
+        rows = _threads(conn, q, flt or None, idle_for, limit + 1 if limit else None, sort)
+    more = bool(limit) and len(rows) > limit
+    rows = rows[:limit] if limit else rows
     if as_json:
         emit_json(rows)
     else:
         table(None, *_thread_table(rows))
+        if more:
+            click.echo(f"(more threads match: --limit {limit * 10} or --limit 0 for all)", err=True)
 
 
 def next_nodes(checkpoint: Mapping[str, Any]) -> list[str]:
@@ -664,7 +741,13 @@ def _newer(a: Any, b: Any) -> bool:
 @main_group.command()
 @click.argument("thread_id")
 @click.option("--ns", "checkpoint_ns", default=None, help="Only this namespace ('' = the root).")
-@click.option("--limit", default=20, show_default=True, help="Newest N checkpoints (0: all).")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Newest N checkpoints (0: all).",
+)
 @keys_options
 @json_option
 @pass_ctx
@@ -718,7 +801,7 @@ def history(
                 r["source"],
                 ", ".join(r["next"]),
                 ", ".join(sorted({ch for _, ch in r["writes"] if not ch.startswith("branch:")})),
-                short({k: v for k, v in r["metadata"].items() if k != "parents"}, 80),
+                short_json({k: v for k, v in r["metadata"].items() if k != "parents"}, 80),
             )
             for r in rows
         ],
@@ -730,7 +813,13 @@ def history(
 @click.option("--checkpoint", "checkpoint_id", help="This checkpoint (default: the newest).")
 @click.option("--ns", "checkpoint_ns", default="", help="The namespace ('' = the root).")
 @click.option("--all", "show_all", is_flag=True, help="Also LangGraph's internal channels.")
-@click.option("--width", default=SHOW_WIDTH, show_default=True, help="Cut values (0: never).")
+@click.option(
+    "--width",
+    default=SHOW_WIDTH,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Cut each value to this many characters (0: never).",
+)
 @keys_options
 @json_option
 @pass_ctx
@@ -824,7 +913,9 @@ def _state_values(
 @main_group.command()
 @click.option("--thread", "thread_ids", multiple=True, help="Only this thread (repeatable).")
 @click.option(
-    "--idle-for", callback=_duration, help="Delete threads idle longer than this (30d), whole."
+    "--idle-for",
+    callback=_duration,
+    help="Delete threads idle longer than this, whole: a number and s, m, h, d or w (30d).",
 )
 @click.option("--keep-last", type=click.IntRange(min=1), help="Keep the newest N checkpoints.")
 @click.option(
@@ -832,8 +923,20 @@ def _state_values(
     type=click.Choice(["keep_latest", "delete"]),
     help="keep_latest: --keep-last 1; delete: the --thread threads, whole.",
 )
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
-@click.option("--thread-batch", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--batch-size",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="At most this many checkpoints deleted per transaction.",
+)
+@click.option(
+    "--thread-batch",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Threads handled per step (the unit of progress and of resuming).",
+)
 @click.option("--start-after", default="", help="Resume after this thread id.")
 @click.option("--dry-run", is_flag=True, help="Report what would go; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
@@ -866,6 +969,8 @@ def prune(
             )
     elif keep_last is None and idle_for is None:
         raise click.UsageError("say what to prune: --keep-last N, --idle-for 30d, or --strategy")
+    if idle_for is not None and idle_for <= timedelta(0):
+        raise click.BadParameter("must be longer than 0", param_hint="--idle-for")
     with c.saver() as saver:
         if strategy == "delete":
 
@@ -907,8 +1012,8 @@ def prune(
             last = done.last.last_thread_id if done.last else None
             hint = _resume_hint(last)
             click.echo(
-                f"interrupted: {done.last.batches if done.last else 0} batches committed, "
-                f"nothing half-done. {hint}",
+                f"interrupted: {done.calls} thread batches committed, nothing half-done (values an "
+                f"interrupted batch left unreferenced go with the next run). {hint}",
                 err=True,
             )
             sys.exit(130)
@@ -928,7 +1033,7 @@ def _total_threads(c: Ctx, thread_ids: list[str], start_after: str) -> int:
 def _resume_hint(last: str | None) -> str:
     if last is None:
         return "Run the same command again."
-    args = [a for a in sys.argv[1:]]
+    args = _masked(sys.argv[1:])
     for i, a in enumerate(args):
         if a == "--start-after" and i + 1 < len(args):
             del args[i : i + 2]
@@ -941,6 +1046,30 @@ def _resume_hint(last: str | None) -> str:
         f"Resume with: langgraph-pg-saver {quoted} --start-after {_shell_quote(last)} "
         "(or run the same command again: what is done is found done)"
     )
+
+
+def _masked(argv: Sequence[str]) -> list[str]:
+    """The arguments with a --dsn's password hidden (the hint may go to a log)."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--dsn" and i + 1 < len(out):
+            out[i + 1] = _mask_dsn(out[i + 1])
+        elif a.startswith("--dsn="):
+            out[i] = "--dsn=" + _mask_dsn(a[6:])
+    return out
+
+
+def _mask_dsn(dsn: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "'<the same DSN>'"
+    if "password" not in parts:
+        return dsn
+    parts["password"] = "****"
+    return make_conninfo("", **parts)
 
 
 def _shell_quote(text: str) -> str:
@@ -976,7 +1105,7 @@ class _Progress:
         self.last = report
         self.calls += 1
         info = (
-            f"{report.checkpoints:,} checkpoints, {report.writes:,} writes, "
+            f"so far {report.checkpoints:,} checkpoints, {report.writes:,} writes, "
             f"{report.blobs:,} blobs removed; last thread {report.last_thread_id!r}"
         )
         if self.bar is not None:
@@ -985,7 +1114,7 @@ class _Progress:
                 walked = min(walked, self.total)
             self.bar.update(self.task, completed=walked, info=info)
         else:
-            click.echo(f"prune: batch {self.calls}: {info}", err=True)
+            click.echo(f"prune: thread batch {self.calls} done; {info}", err=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -993,14 +1122,19 @@ class _Progress:
             self.bar = None
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def _print_report(report: Report, as_json: bool, verb: str, *, err: bool = False) -> None:
     if as_json:
         emit_json(report.as_dict())
         return
     click.echo(
-        f"{verb}: {report.threads:,} threads, {report.checkpoints:,} checkpoints, "
-        f"{report.writes:,} writes, {report.blobs:,} blobs"
-        + (f", {human_bytes(report.bytes)}" if report.bytes else ""),
+        f"{verb} {_plural(report.checkpoints, 'checkpoint')}, {_plural(report.writes, 'write')}, "
+        f"{_plural(report.blobs, 'blob')}"
+        + (f" ({human_bytes(report.bytes)})" if report.bytes else "")
+        + f" of {_plural(report.threads, 'thread')}",
         err=err,
     )
 
@@ -1028,7 +1162,14 @@ def copy_thread(
     """Copy a thread (every namespace, ids kept) into TARGET."""
     c.serde = load_serde(keys_file, current, no_strict)
     with c.saver() as saver:
-        report = saver.copy_thread(source, target, overwrite=overwrite)
+        try:
+            report = saver.copy_thread(source, target, overwrite=overwrite)
+        except ThreadNotEmptyError:
+            raise Failure(
+                f"thread {target!r} already has checkpoints: pass --overwrite to replace them"
+            ) from None
+    if not report.checkpoints:
+        raise Failure(f"thread {source!r} has no checkpoints: nothing was copied")
     if as_json:
         emit_json(report.as_dict())
     else:
@@ -1056,11 +1197,16 @@ def delete_thread(c: Ctx, thread_ids: tuple[str, ...], yes: bool, as_json: bool)
 
 @main_group.command("delete-runs")
 @click.argument("run_ids", nargs=-1, required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @json_option
 @pass_ctx
-def delete_runs(c: Ctx, run_ids: tuple[str, ...], as_json: bool) -> None:
+def delete_runs(c: Ctx, run_ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Delete the checkpoints and writes these runs created (refused, deleting nothing, when a
     surviving checkpoint's DeltaChannels are rebuilt from them)."""
+    if sys.stdin.isatty() and not yes:
+        click.confirm(
+            f"Delete what {_plural(len(set(run_ids)), 'run')} created?", abort=True, err=True
+        )
     with c.saver() as saver:
         report = saver.delete_for_runs(list(run_ids))
     _print_report(report, as_json, "deleted")
@@ -1110,8 +1256,19 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+#: API wording in error messages, as the CLI's options say it
+_CLI_WORDS = (
+    ("pass strict=False", "pass --no-strict"),
+    ("Pass overwrite=True", "pass --overwrite"),
+    ("Run setup() (or `langgraph-pg-saver setup`)", "Run `langgraph-pg-saver setup`"),
+)
+
+
 def fail(exc: BaseException, verbose: bool) -> NoReturn:
-    click.echo(f"error: {one_line(exc)}", err=True)
+    text = one_line(exc)
+    for api, cli_words in _CLI_WORDS:
+        text = text.replace(api, cli_words)
+    click.echo(f"error: {text}", err=True)
     if verbose:
         cause = exc.__cause__ or exc.__context__
         while cause is not None:

@@ -124,6 +124,9 @@ def test_setup_sql_prints_the_ddl_without_connecting_and_it_builds_a_current_sch
     assert "0004_single_writer" in later
     assert "0001_initial" not in later
     assert cli("setup", "--sql", "--from", "9", check=2).stderr.count("--from") >= 1
+    assert "--schema" in cli("--schema", "bad-name", "setup", "--sql", check=2).stderr
+    cli("setup", "--sql", "--check", check=2)
+    cli("setup", "--from", "2", dsn=empty_db_dsn, check=2)
 
 
 def test_setup_applies_migrations_and_check_then_passes(empty_db_dsn: str) -> None:
@@ -165,6 +168,23 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
     assert "fix: langgraph-pg-saver --schema public setup" in bad.stdout
     down = cli("doctor", "--json", dsn="postgresql://postgres@127.0.0.1:1/x", check=1)
     assert json.loads(down.stdout)["checks"][0]["status"] == "FAIL"
+    nowhere = cli_json("--schema", "nowhere", "doctor", dsn=filled, check=1)
+    assert {"check": "schema", "status": "FAIL"}.items() <= nowhere["checks"][-1].items()
+    # a role without privileges on our tables: a FAIL naming what it lacks, not a crash
+    with psycopg.connect(filled, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS lgps_cli_nobody")
+        conn.execute("CREATE ROLE lgps_cli_nobody LOGIN")
+    try:
+        weak = cli_json("doctor", dsn=filled + " user=lgps_cli_nobody", check=1)
+        failed = {c["check"]: c for c in weak["checks"] if c["status"] == "FAIL"}
+        assert "SELECT on pgsaver_migrations" in failed["privileges"]["detail"]
+        assert "permission denied" in failed["schema"]["detail"]
+        hist = cli("history", "t-001", dsn=filled + " user=lgps_cli_nobody", check=1)
+        assert "checking the schema needs SELECT on pgsaver_migrations" in hist.stderr
+    finally:
+        with psycopg.connect(filled, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY lgps_cli_nobody")
+            conn.execute("DROP ROLE lgps_cli_nobody")
 
 
 # --------------------------------------------------------------------------- status, threads
@@ -191,6 +211,12 @@ def test_status_and_threads_report_what_is_stored(filled: str) -> None:
     assert "t-000" in cli("threads", dsn=filled).stdout
     bad = cli("threads", "--idle-for", "soon", dsn=filled, check=2)
     assert "not a duration like 30d" in bad.stderr
+    twice = cli("threads", "--filter", "team=a", "--filter", "team=b", dsn=filled, check=2)
+    assert "key 'team' is given twice" in twice.stderr
+    assert len(cli_json("threads", "--limit", "0", dsn=filled)) == 14
+    cut = cli("threads", "--limit", "3", dsn=filled)
+    assert "more threads match" in cut.stderr
+    cli("threads", "--limit", "-1", dsn=filled, check=2)
 
 
 # --------------------------------------------------------------------------- history, show
@@ -333,14 +359,14 @@ def test_on_a_terminal_prune_asks_first_and_shows_a_progress_bar(filled: str) ->
     before = stored(filled)
     code, out = _pty_run(["prune", "--keep-last", "1"], filled, "n")
     assert code == 1, out
-    assert "would remove:" in out
+    assert "would remove " in out
     assert "Remove these? [y/N]" in out
     assert stored(filled) == before
     code, out = _pty_run(["prune", "--keep-last", "1", "--thread-batch", "4"], filled, "y")
     assert code == 0, out
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
     assert re.search(r"prune ━+ (\d+)/\1 threads", plain), plain
-    assert "removed:" in out
+    assert "removed " in out
     assert len(stored(filled)["checkpoints"]) < len(before["checkpoints"])
     # --yes: no question
     code, out = _pty_run(["prune", "--keep-last", "1", "--yes"], filled, None)
@@ -355,7 +381,11 @@ def test_copy_delete_thread_and_delete_runs_print_what_they_did(filled: str) -> 
     copied = cli_json("copy-thread", "t-001", "t-copy", dsn=filled)
     assert copied["checkpoints"] == 12
     refused = cli("copy-thread", "t-001", "t-copy", dsn=filled, check=1)
-    assert "t-copy" in refused.stderr
+    assert refused.stderr == (
+        "error: thread 't-copy' already has checkpoints: pass --overwrite to replace them\n"
+    )
+    typo = cli("copy-thread", "t-0001", "t-other", dsn=filled, check=1)
+    assert "thread 't-0001' has no checkpoints: nothing was copied" in typo.stderr
     assert (
         cli_json("copy-thread", "t-002", "t-copy", "--overwrite", dsn=filled)["checkpoints"] == 12
     )
@@ -443,3 +473,15 @@ def test_user_mistakes_are_one_line_with_exit_codes(filled: str) -> None:
     # libpq's variables are the last resort
     pg_env = {"PGHOST": "127.0.0.1", "PGPORT": "1"}
     assert "port 1 failed" in cli("status", env=pg_env, check=1).stderr
+
+
+def test_the_resume_hint_hides_the_password() -> None:
+    from langgraph_pg_saver import cli as cli_module
+
+    masked = cli_module._masked(
+        ["--dsn", "postgresql://u:s3cret@db/app", "prune", "--keep-last", "2"]
+    )
+    assert "s3cret" not in " ".join(masked)
+    assert "password=****" in masked[1]
+    (one,) = cli_module._masked(["--dsn=host=db password=x"])
+    assert sorted(one.removeprefix("--dsn=").split()) == ["host=db", "password=****"]
