@@ -24,11 +24,14 @@ from .errors import (
 )
 from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
 from .saver import PostgresSaver
+from .store import PostgresStore
+from .store_aio import AsyncPostgresStore
 
 __all__ = [
     "DEFAULT_RETRY",
     "NO_RETRY",
     "AsyncPostgresSaver",
+    "AsyncPostgresStore",
     "ConcurrentUpdateError",
     "ConnectionTimeoutError",
     "DecryptionError",
@@ -41,6 +44,7 @@ __all__ = [
     "ParentCheckpointMissingError",
     "PgSaverError",
     "PostgresSaver",
+    "PostgresStore",
     "PrivilegeError",
     "Report",
     "RetryPolicy",

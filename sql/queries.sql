@@ -1110,3 +1110,90 @@ WITH RECURSIVE t AS (
     FROM t WHERE t.thread_id IS NOT NULL
 )
 SELECT count(*) FROM t WHERE thread_id IS NOT NULL
+
+-- ============================================================================ the Store
+-- Rows of items: prefix, key, value, value_exact, created_at, updated_at, ttl_minutes
+-- (_store.row_to_item). Expired rows are left out unless %(omit_expired)s is false.
+
+-- name: store_get
+-- Items of one namespace by key.
+SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes
+FROM {schema}.pgsaver_store AS s
+WHERE s.prefix = %(prefix)s AND s.key = ANY (%(keys)b::text[])
+  AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT %(omit_expired)s)
+
+-- name: store_refresh
+-- The TTL of items read starts again (refresh_on_read); expired ones stay expired.
+UPDATE {schema}.pgsaver_store AS s
+SET expires_at = now() + s.ttl_minutes * interval '1 minute'
+FROM unnest(%(prefixes)b::text[], %(keys)b::text[]) AS r(prefix, key)
+WHERE s.prefix = r.prefix AND s.key = r.key AND s.ttl_minutes IS NOT NULL
+  AND s.expires_at > now()
+
+-- name: store_put
+-- Items stored (the last put of a key in a batch wins, chosen by the client); created_at stays,
+-- unless the item had expired.
+INSERT INTO {schema}.pgsaver_store AS s
+    (prefix, key, value, value_exact, created_at, updated_at, expires_at, ttl_minutes)
+SELECT u.prefix, u.key, u.value::jsonb, u.value_exact, now(), now(),
+       now() + u.ttl * interval '1 minute', u.ttl
+FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(values)b::text[], %(exacts)b::text[],
+            %(ttls)b::float8[]) AS u(prefix, key, value, value_exact, ttl)
+ON CONFLICT (prefix, key) DO UPDATE
+SET value = EXCLUDED.value, value_exact = EXCLUDED.value_exact, updated_at = now(),
+    expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
+    created_at = CASE WHEN s.expires_at <= now() THEN now() ELSE s.created_at END
+
+-- name: store_delete
+DELETE FROM {schema}.pgsaver_store AS s
+USING unnest(%(prefixes)b::text[], %(keys)b::text[]) AS d(prefix, key)
+WHERE s.prefix = d.prefix AND s.key = d.key
+
+-- name: store_search
+-- Items under a namespace prefix (%(prefix)s itself, or below it: %(below)s is its LIKE pattern;
+-- NULL: every namespace) whose value contains the jsonb prefilter (NULL: any), newest first.
+SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes
+FROM {schema}.pgsaver_store AS s
+WHERE (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(below)s)
+  AND (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
+  AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT %(omit_expired)s)
+ORDER BY s.updated_at DESC, s.prefix, s.key
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: store_prefixes
+-- The distinct namespaces holding an unexpired item, at or below %(prefix)s (NULL: all), by
+-- skipping through the primary key.
+WITH RECURSIVE p AS (
+    (SELECT s.prefix FROM {schema}.pgsaver_store AS s
+     WHERE (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(below)s)
+     ORDER BY s.prefix LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.prefix FROM {schema}.pgsaver_store AS s
+            WHERE s.prefix > p.prefix
+              AND (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(below)s)
+            ORDER BY s.prefix LIMIT 1)
+    FROM p WHERE p.prefix IS NOT NULL
+)
+SELECT p.prefix FROM p
+WHERE p.prefix IS NOT NULL
+  AND (NOT %(omit_expired)s OR EXISTS (
+      SELECT 1 FROM {schema}.pgsaver_store AS s
+      WHERE s.prefix = p.prefix AND (s.expires_at IS NULL OR s.expires_at > now())))
+
+-- name: store_sweep
+-- One batch of the TTL sweep: expired items deleted, if this session holds the sweep lock (one
+-- sweeper at a time across workers); the count.
+WITH lock AS (
+    SELECT pg_try_advisory_xact_lock({_lock_class}, hashtext('store-sweep:' || %(schema)s)) AS held
+), doomed AS (
+    SELECT s.prefix, s.key FROM {schema}.pgsaver_store AS s, lock
+    WHERE lock.held AND s.expires_at <= now()
+    ORDER BY s.expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM {schema}.pgsaver_store AS s USING doomed AS d
+    WHERE s.prefix = d.prefix AND s.key = d.key
+    RETURNING 1
+)
+SELECT (SELECT held FROM lock), (SELECT count(*) FROM gone)

@@ -85,6 +85,15 @@ TARGETS = (
         "langgraph_pg_saver/saver.py",
         {"AsyncPostgresSaver": "PostgresSaver", **_SAVER_METHODS},
     ),
+    Target(
+        "langgraph_pg_saver/store_aio.py",
+        "langgraph_pg_saver/store.py",
+        {
+            "AsyncPostgresStore": "PostgresStore",
+            "AsyncStoreBase": "SyncStoreBase",
+            "abatch": "batch",
+        },
+    ),
 )
 
 _MARKERS = {

@@ -1,0 +1,310 @@
+"""The Store's rules, without I/O: input checks, how values are stored, what a filter selects.
+
+Values are JSON objects. They are stored as jsonb (``value``, which filters search) and, when
+jsonb would change them (a NUL character, a float of 1e16 or more, -0.0: the rules of
+``_metadata``), also as their exact JSON text (``value_exact``), which reads return. Anything
+JSON cannot hold (a datetime, a set, a tuple, bytes, NaN, a non-str key, a lone surrogate) is
+refused, naming where it is, before anything is written: it would come back changed.
+
+A filter selects what ``InMemoryStore`` selects: per top-level key, a dict filter matches a dict
+value holding those keys (recursively), a list matches an equal list, a scalar an equal value, and
+``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": x}`` compares (the ordering ones as numbers).
+In SQL, ``value @> prefilter`` narrows the candidates with the filter's parts whose jsonb
+containment means exactly that on plain values (strings, numbers other than 0 and 1, dicts of
+them); the store checks every candidate with the rule, so the result is the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
+
+from . import _metadata
+from .errors import InvalidInputError
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+# --------------------------------------------------------------------------- input
+
+
+def check_namespace(namespace: object, what: str = "namespace", *, empty: bool = False) -> str:
+    """A namespace as stored: its labels joined by '.'; ``empty``: () is allowed (a prefix)."""
+    if not isinstance(namespace, tuple):
+        raise InvalidNamespaceError(
+            f"{what} must be a tuple of strings, not {type(namespace).__name__}: {namespace!r}"
+        )
+    if not namespace and not empty:
+        raise InvalidNamespaceError(f"{what} cannot be empty")
+    for label in namespace:
+        if not isinstance(label, str):
+            raise InvalidNamespaceError(
+                f"{what} {namespace!r}: labels must be strings, not {type(label).__name__}"
+            )
+        if not label:
+            raise InvalidNamespaceError(f"{what} {namespace!r}: labels cannot be empty strings")
+        if "." in label:
+            raise InvalidNamespaceError(
+                f"{what} {namespace!r}: label {label!r} contains a '.', which labels cannot hold"
+            )
+        if "\x00" in label or not _metadata.encodable(label):
+            raise InvalidNamespaceError(
+                f"{what} {namespace!r}: label {label!r} holds a NUL or a lone surrogate"
+            )
+    return ".".join(namespace)
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise InvalidInputError(f"an item key must be a str, not {type(key).__name__}: {key!r}")
+    if "\x00" in key or not _metadata.encodable(key):
+        raise InvalidInputError(f"item key {key!r} holds a NUL or a lone surrogate")
+    return key
+
+
+def _where(path: str) -> str:
+    return f"the value at {path}" if path else "the value"
+
+
+def check_value(value: object, path: str = "") -> None:
+    """Refuse what JSON cannot hold exactly, naming the path (``value['a'][2]``)."""
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"an item value must be a dict, not {type(value).__name__}")
+    stack: list[tuple[Any, str]] = [(value, "value")]
+    while stack:
+        obj, at = stack.pop()
+        kind = type(obj)
+        if obj is None or kind is bool or kind is int:
+            continue
+        if kind is str:
+            if not _metadata.encodable(obj):
+                raise InvalidInputError(f"{at} holds a lone surrogate, which JSON cannot hold")
+        elif kind is float:
+            if not math.isfinite(obj):
+                raise InvalidInputError(f"{at} is {obj!r}, which JSON cannot hold")
+        elif kind is dict:
+            for k, v in obj.items():
+                if type(k) is not str:
+                    raise InvalidInputError(
+                        f"{at} has the key {k!r} ({type(k).__name__}): JSON keys are strings"
+                    )
+                if not _metadata.encodable(k):
+                    raise InvalidInputError(f"{at} has a key with a lone surrogate: {k!r}")
+                stack.append((v, f"{at}[{k!r}]"))
+        elif kind is list:
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(obj))
+        else:
+            hint = " (use a list)" if isinstance(obj, (tuple, set, frozenset)) else ""
+            raise InvalidInputError(
+                f"{at} is a {kind.__name__}, which JSON cannot hold and would come back "
+                f"changed{hint}; nothing was written"
+            )
+
+
+def encode_value(value: dict[str, Any]) -> tuple[str, str | None]:
+    """The jsonb text and, when jsonb would change the value, the exact JSON text."""
+    check_value(value)
+    text, lossy = _metadata.encode(value)
+    return text, (_JSON.encode(value) if lossy else None)
+
+
+def check_ttl(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+        raise InvalidInputError(f"ttl must be a positive number of minutes or None, not {ttl!r}")
+    if not math.isfinite(ttl):
+        raise InvalidInputError(f"ttl must be finite, not {ttl!r}")
+    return float(ttl)
+
+
+def check_page(limit: object, offset: object) -> tuple[int, int]:
+    for name, v in (("limit", limit), ("offset", offset)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidInputError(f"{name} must be a non-negative int, not {v!r}")
+    return int(limit), int(offset)  # type: ignore[call-overload]
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def below(prefix: str) -> str:
+    """The LIKE pattern of the namespaces below ``prefix`` ('a.b' -> 'a.b.%', escaped)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + ".%"
+
+
+def row_to_item(row: Sequence[Any], score: float | None = None, search: bool = False) -> Item:
+    prefix, key, value, exact, created, updated = row[:6]
+    if exact is not None:
+        value = json.loads(exact)
+    namespace = tuple(prefix.split("."))
+    if search:
+        return SearchItem(namespace, key, value, _utc(created), _utc(updated), score)
+    return Item(
+        value=value,
+        key=key,
+        namespace=namespace,
+        created_at=_utc(created),
+        updated_at=_utc(updated),
+    )
+
+
+def _utc(value: datetime) -> datetime:
+    return value
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _apply(value: Any, operator: str, operand: Any) -> bool:
+    """One comparison. The ordering ones compare as numbers (a numeric string counts, as in
+    InMemoryStore); a value that is missing or not a number matches none of them."""
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    left, right = _number(value), _number(operand)
+    if right is None:
+        raise InvalidInputError(f"filter operator {operator} needs a number, not {operand!r}")
+    if left is None:
+        return False
+    if operator == "$gt":
+        return left > right
+    if operator == "$gte":
+        return left >= right
+    if operator == "$lt":
+        return left < right
+    if operator == "$lte":
+        return left <= right
+    raise InvalidInputError(f"unknown filter operator {operator!r}; use one of {sorted(OPERATORS)}")
+
+
+def _match(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            return all(_apply(value, op, operand) for op, operand in wanted.items())
+        return isinstance(value, dict) and all(_match(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_match(a, b) for a, b in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def matches(filter: Mapping[str, Any] | None, value: Mapping[str, Any]) -> bool:
+    """InMemoryStore's rule: every top-level key of the filter matches the value's."""
+    return not filter or all(_match(value.get(k), v) for k, v in filter.items())
+
+
+def check_filter(filter: object) -> dict[str, Any] | None:
+    if filter is None:
+        return None
+    if not isinstance(filter, Mapping):
+        raise InvalidInputError(f"filter must be a dict, not {type(filter).__name__}")
+    stack: list[Any] = [filter]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                if not isinstance(k, str):
+                    raise InvalidInputError(f"filter keys must be strings, not {k!r}")
+                if k.startswith("$") and k not in OPERATORS:
+                    raise InvalidInputError(
+                        f"unknown filter operator {k!r}; use one of {sorted(OPERATORS)}"
+                    )
+                stack.append(v)
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    return dict(filter) if filter else None
+
+
+class FilterPlan(NamedTuple):
+    #: jsonb the candidates' value must contain (None: every row is a candidate)
+    prefilter: str | None
+    #: the prefilter selects exactly the matches among plain rows (limit and offset in SQL)
+    exact: bool
+    filter: dict[str, Any] | None
+
+
+_DROP = object()
+
+
+def _pre(wanted: Any) -> Any:
+    """The part of a filter value whose jsonb containment means what the rule means, or _DROP."""
+    if type(wanted) is str:
+        return wanted if "\x00" not in wanted and _metadata.encodable(wanted) else _DROP
+    if type(wanted) in (int, float) and wanted not in (0, 1) and math.isfinite(wanted):
+        if type(wanted) is float and abs(wanted) >= 1e16:
+            return _DROP
+        return wanted
+    if type(wanted) is dict and wanted and not any(str(k).startswith("$") for k in wanted):
+        parts = {k: _pre(v) for k, v in wanted.items()}
+        if any(v is _DROP for v in parts.values()):
+            return _DROP
+        return parts
+    if type(wanted) is dict and set(wanted) == {"$eq"}:
+        return _pre(wanted["$eq"])
+    return _DROP
+
+
+def plan_filter(filter: dict[str, Any] | None) -> FilterPlan:
+    if not filter:
+        return FilterPlan(None, True, None)
+    pre: dict[str, Any] = {}
+    exact = True
+    for k, v in filter.items():
+        part = _pre(v)
+        if part is _DROP:
+            exact = False
+        else:
+            pre[k] = part
+    return FilterPlan(_JSON.encode(pre) if pre else None, exact, filter)
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def namespace_matches(namespace: tuple[str, ...], match_type: str, path: tuple[str, ...]) -> bool:
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def literal_prefix(conditions: Sequence[Any]) -> tuple[str, ...]:
+    """The leading labels every listed namespace must have (a prefix condition's labels before
+    its first wildcard), for the SQL to start from."""
+    best: tuple[str, ...] = ()
+    for c in conditions:
+        if c.match_type != "prefix":
+            continue
+        labels: list[str] = []
+        for label in c.path:
+            if label == "*":
+                break
+            labels.append(label)
+        if len(labels) > len(best):
+            best = tuple(labels)
+    return best

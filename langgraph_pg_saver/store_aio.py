@@ -1,0 +1,257 @@
+"""AsyncPostgresStore: LangGraph's BaseStore (long-term memory across threads) on Postgres.
+
+The source of both stores: the sync one is generated from this module by
+``tools/async_to_sync.py``. The rules (what is stored, what a filter selects) are in ``_store``,
+the batch plan in ``_store_base``; statements run through the savers' driver (pool or connection,
+retries after transient errors, close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from . import _core, _lifecycle, _store
+from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, POOL_MAX_IDLE, POOL_MAX_LIFETIME
+from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
+from ._store_base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
+from .pool import AsyncLifoConnectionPool
+from .retry import DEFAULT_RETRY, RetryPolicy
+
+# isort: off
+# [async-only]
+import asyncio
+# [/async-only]
+# isort: on
+
+#: expired items the TTL sweep deletes per statement
+SWEEP_BATCH = 1000
+
+
+class AsyncPostgresStore(AsyncStoreBase):
+    """A LangGraph store (``BaseStore``) keeping items in Postgres, in the tables of this
+    package's schema (``pgsaver_store``).
+
+    Args:
+        conn: a ``psycopg_pool.AsyncConnectionPool`` (recommended: no instance lock, every
+            operation checks out its own connection) or a single ``psycopg.AsyncConnection``.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
+        deserializer: applied to each value's JSON bytes as it is read.
+        index: semantic search; not available in this release (raises).
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True),
+            ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`. Expired items are never
+            returned, swept or not.
+        schema: the Postgres schema of the tables (default ``public``).
+    """
+
+    _driver: AsyncDriver
+
+    def __init__(
+        self,
+        conn: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        *,
+        pipe: object | None = None,
+        deserializer: Any = None,
+        index: Any = None,
+        ttl: TTLConfig | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
+        self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._sweeper: Any = None
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        pool_config: dict[str, Any] | None = None,
+        index: Any = None,
+        ttl: TTLConfig | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
+        connect_kwargs: dict[str, Any] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 30.0,
+    ) -> AsyncPostgresStore:
+        """A store that creates and owns a connection pool to ``conn_string``; use it as a
+        context manager (``async with AsyncPostgresStore.from_conn_string(dsn) as store:``).
+
+        ``pool_config``: ``min_size`` (1), ``max_size`` (10) and ``kwargs`` (connection
+        arguments), as for the official store; a pool is made either way. The other options are
+        the savers' (README, "Options")."""
+        config = dict(pool_config or {})
+        kwargs = _core.connect_kwargs(
+            conn_string,
+            prepare_threshold,
+            {**(config.get("kwargs") or {}), **(connect_kwargs or {})},
+        )
+        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
+            conn_string,
+            min_size=int(config.get("min_size", 1)),
+            max_size=int(config.get("max_size", 10)),
+            kwargs=kwargs,
+            open=False,
+            name="langgraph-pg-saver-store",
+            timeout=timeout,
+            max_idle=POOL_MAX_IDLE,
+            max_lifetime=POOL_MAX_LIFETIME,
+        )
+        store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
+        store._driver.own_pool()
+        return store
+
+    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresStore:
+        """Open the pool this store owns (a no-op for a pool or connection you passed in)."""
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        await self._driver.open(wait=wait, timeout=timeout)
+        return self
+
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
+        calls still running get ``timeout`` seconds, then are cancelled."""
+        await self.stop_ttl_sweeper(timeout=timeout or None)
+        await self._driver.close(timeout)
+
+    async def __aenter__(self) -> AsyncPostgresStore:
+        if self._driver.closed:
+            await self.open()
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def setup(self, *, check: bool = False) -> None:
+        """Create or upgrade the tables (the savers' migrations, which include the store's);
+        safe from many workers at once. ``check=True`` changes nothing and raises
+        ``SchemaOutdatedError`` if the schema is not current."""
+        await self._driver.migrate(check=check)
+
+    # ------------------------------------------------------------------ batches
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations: reads first (they see the store as it was before the batch's
+        writes), then every put and delete of the batch in one transaction."""
+        # [async-only]
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        listed, plan = self._plan(ops)
+        results: list[Result] = [None] * len(listed)
+        q = self._q
+        refresh: list[tuple[str, str]] = []
+        for prefix, wanted in plan.gets.items():
+            keys = sorted({key for _, key, _ in wanted})
+            rows = await self._driver.fetch_all(
+                q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
+            )
+            found = {row[1]: row for row in rows}
+            for i, key, refreshing in wanted:
+                row = found.get(key)
+                results[i] = None if row is None else self._item(row)
+                if row is not None and refreshing and row[6] is not None:
+                    refresh.append((prefix, key))
+        for i, op, under, flt, refreshing in plan.searches:
+            rows = await self._search(op, under, flt)
+            results[i] = [self._item(row, search=True) for row in rows]
+            if refreshing:
+                refresh.extend((row[0], row[1]) for row in rows if row[6] is not None)
+        for i, listing in plan.lists:
+            results[i] = await self._list_namespaces(listing)
+        if refresh:
+            await self._driver.execute(
+                q["store_refresh"],
+                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
+            )
+        await self._write(plan)
+        return results
+
+    async def _search(self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan) -> list[Any]:
+        q = self._q
+        params: dict[str, Any] = {
+            "prefix": prefix,
+            "below": None if prefix is None else _store.below(prefix),
+            "filter": flt.prefilter,
+            "omit_expired": True,
+        }
+        if flt.exact:
+            rows = await self._driver.fetch_all(
+                q["store_search"], {**params, "limit": op.limit, "offset": op.offset}
+            )
+            if all(row[3] is None for row in rows):  # plain rows: the prefilter was exact
+                return rows
+        # candidates checked one page at a time, then offset and limit applied here
+        wanted = op.offset + op.limit
+        matched: list[Any] = []
+        start = 0
+        page = max(SEARCH_PAGE, 2 * wanted)
+        while len(matched) < wanted:
+            rows = await self._driver.fetch_all(
+                q["store_search"], {**params, "limit": page, "offset": start}
+            )
+            for row in rows:
+                value = _store.row_to_item(row).value
+                if _store.matches(flt.filter, value):
+                    matched.append(row)
+            if len(rows) < page:
+                break
+            start += page
+        return matched[op.offset : wanted]
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        start = _store.literal_prefix(op.match_conditions or ())
+        prefix = ".".join(start) if start else None
+        rows = await self._driver.fetch_all(
+            self._q["store_prefixes"],
+            {
+                "prefix": prefix,
+                "below": None if prefix is None else _store.below(prefix),
+                "omit_expired": True,
+            },
+        )
+        return self._namespaces(op, (row[0] for row in rows))
+
+    async def _write(self, plan: BatchPlan) -> None:
+        put, delete = self._put_params(plan)
+        q = self._q
+        statements = []
+        if delete is not None:
+            statements.append(_lifecycle.Stmt(q["store_delete"], delete, prepare=None))
+        if put is not None:
+            statements.append(_lifecycle.Stmt(q["store_put"], put, prepare=None))
+        if len(statements) == 1:
+            await self._driver.execute(statements[0].query, statements[0].params or {})
+        elif statements:
+            await self._driver.run_step(_lifecycle.Step(tuple(statements)))
+
+    # ------------------------------------------------------------------ TTL
+
+    async def sweep_ttl(self) -> int:
+        """Delete expired items, in batches; returns how many. Another worker's sweep running at
+        the same time makes this one a no-op (0): one sweep at a time across workers."""
+        total = 0
+        while True:
+            row = await self._driver.fetch_one(
+                self._q["store_sweep"], {"limit": SWEEP_BATCH, "schema": self._q.schema}
+            )
+            held, count = (row or (False, 0))[:2]
+            total += int(count)
+            if not held or int(count) < SWEEP_BATCH:
+                return total
