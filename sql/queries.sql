@@ -887,7 +887,7 @@ SELECT pg_backend_pid()
 -- After a permission error: which of the privileges the runtime role needs it lacks, per table
 -- (README, "Least privilege"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
-FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes']) AS t(name)
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
 WHERE to_regclass(%(schema)s || '.' || t.name) IS NOT NULL
   AND NOT has_table_privilege(to_regclass(%(schema)s || '.' || t.name), p.privilege)
@@ -1029,7 +1029,8 @@ SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FR
 -- Our tables: estimated rows, total and heap bytes, live and dead tuples, last (auto)vacuum.
 SELECT t.name, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), greatest(s.last_vacuum, s.last_autovacuum)
-FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_migrations'])
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store',
+                  'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid

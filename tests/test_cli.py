@@ -23,9 +23,11 @@ from graphs import approval, delta_chat, two_nodes
 from pgserver import Server
 from psycopg.conninfo import conninfo_to_dict
 
-from langgraph_pg_saver import KeyringSerializer, PostgresSaver
+from langgraph_pg_saver import KeyringSerializer, PostgresSaver, _migrate
 
 CLI = [sys.executable, "-m", "langgraph_pg_saver"]
+HEAD = _migrate.head()
+ALL_MIGRATIONS = list(range(1, HEAD + 1))
 
 
 def cli(
@@ -114,7 +116,7 @@ def test_setup_sql_prints_the_ddl_without_connecting_and_it_builds_a_current_sch
     assert 'CREATE TABLE IF NOT EXISTS "tenant_a".pgsaver_checkpoints' in script
     assert script.startswith("-- langgraph-pg-saver schema 'tenant_a'")
     check = cli("--schema", "tenant_a", "setup", "--check", dsn=empty_db_dsn, check=1)
-    assert "missing migrations [1, 2, 3, 4]" in check.stderr
+    assert f"missing migrations {ALL_MIGRATIONS}" in check.stderr
     assert check.stderr.count("\n") == 1  # one line, no traceback
     with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
         conn.execute(script)
@@ -132,8 +134,13 @@ def test_setup_sql_prints_the_ddl_without_connecting_and_it_builds_a_current_sch
 def test_setup_applies_migrations_and_check_then_passes(empty_db_dsn: str) -> None:
     cli("setup", "--check", dsn=empty_db_dsn, check=1)
     missing = json.loads(cli("setup", "--check", "--json", dsn=empty_db_dsn, check=1).stdout)
-    assert missing == {"schema": "public", "current": False, "applied": [], "missing": [1, 2, 3, 4]}
-    assert "is set up (migration 4)" in cli("setup", dsn=empty_db_dsn).stdout
+    assert missing == {
+        "schema": "public",
+        "current": False,
+        "applied": [],
+        "missing": ALL_MIGRATIONS,
+    }
+    assert f"is set up (migration {HEAD})" in cli("setup", dsn=empty_db_dsn).stdout
     assert "is current" in cli("setup", "--check", dsn=empty_db_dsn).stdout
     assert cli_json("setup", "--check", dsn=empty_db_dsn)["current"] is True
 
@@ -199,7 +206,7 @@ def test_status_and_threads_report_what_is_stored(filled: str) -> None:
             "(SELECT count(*) FROM pgsaver_blobs)"
         ).fetchone()
     assert (data["threads"], data["checkpoints"], data["writes"], data["blobs"]) == counts
-    assert data["migration"] == data["current_migration"] == 4
+    assert data["migration"] == data["current_migration"] == HEAD
     assert data["top_by_checkpoints"][0]["checkpoints"] == 21  # the delta thread
     assert data["top_by_checkpoints"][0]["thread_id"] == "delta"
     assert len(data["top_by_bytes"]) == 3

@@ -23,7 +23,13 @@ from langgraph_pg_saver import (
 from langgraph_pg_saver._sql import migrations, queries_for
 
 HEAD = len(migrations())
-TABLES = {"pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes", "pgsaver_migrations"}
+TABLES = {
+    "pgsaver_checkpoints",
+    "pgsaver_blobs",
+    "pgsaver_writes",
+    "pgsaver_migrations",
+    "pgsaver_store",
+}
 
 
 def tables(dsn: str, schema: str = "public") -> set[str]:
