@@ -33,7 +33,9 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "claim", *ROW_SLOTS})
+SLOTS = frozenset({"where", "claim", "vtype", "vop", *ROW_SLOTS})
+#: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
+VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
 
 
 def sql_dir() -> Path:
@@ -209,6 +211,10 @@ class Queries:
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")
             return self._fragments["_claim"] if value else "true"
+        if slot in VECTOR_SLOTS:
+            if value not in VECTOR_SLOTS[slot]:
+                raise ValueError(f"{slot} takes one of {VECTOR_SLOTS[slot]}, not {value!r}")
+            return self._fragments[f"_{slot}_{value}"]
         if slot in ROW_SLOTS:
             arrays, wrapper, row = (self._fragments[f] for f in ROW_SLOTS[slot])
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -146,6 +146,8 @@ def row_to_item(row: Sequence[Any], score: float | None = None, search: bool = F
         value = json.loads(exact)
     namespace = tuple(prefix.split("."))
     if search:
+        if score is None and len(row) > 7:
+            score = row[7]
         return SearchItem(namespace, key, value, _utc(created), _utc(updated), score)
     return Item(
         value=value,
@@ -308,3 +310,133 @@ def literal_prefix(conditions: Sequence[Any]) -> tuple[str, ...]:
         if len(labels) > len(best):
             best = tuple(labels)
     return best
+
+
+# --------------------------------------------------------------------------- semantic search
+
+DISTANCES = ("cosine", "l2", "inner_product")
+ANN_KINDS = ("hnsw", "ivfflat", "flat")
+VECTOR_TYPES = ("vector", "halfvec")
+
+
+class IndexSpec(NamedTuple):
+    dims: int
+    distance: str
+    kind: str
+    vector_type: str
+    #: (field name as stored, tokenized path or "$") of the fields embedded by default
+    fields: tuple[tuple[str, Any], ...]
+    ann: dict[str, Any]
+
+
+def index_spec(index: Mapping[str, Any]) -> IndexSpec:
+    """The store's ``index=`` checked: ``dims``, ``embed``, ``fields`` (default ``["$"]``, the
+    whole value), ``distance_type`` and ``ann_index_config`` as the official store takes them."""
+    from langgraph.store.base import tokenize_path
+
+    if not isinstance(index, Mapping):
+        raise InvalidInputError(f"index must be a dict (dims, embed, fields), not {index!r}")
+    dims = index.get("dims")
+    if isinstance(dims, bool) or not isinstance(dims, int) or not 0 < dims <= 16000:
+        raise InvalidInputError(f"index dims must be an int from 1 to 16000, not {dims!r}")
+    if index.get("embed") is None:
+        raise InvalidInputError("index needs embed: an Embeddings, a function or 'provider:model'")
+    distance = index.get("distance_type", "cosine")
+    if distance not in DISTANCES:
+        raise InvalidInputError(f"distance_type must be one of {DISTANCES}, not {distance!r}")
+    ann = dict(index.get("ann_index_config") or {})
+    kind = ann.pop("kind", "hnsw")
+    if kind not in ANN_KINDS:
+        raise InvalidInputError(f"ann_index_config kind must be one of {ANN_KINDS}, not {kind!r}")
+    vector_type = ann.pop("vector_type", "vector")
+    if vector_type not in VECTOR_TYPES:
+        raise InvalidInputError(
+            f"ann_index_config vector_type must be one of {VECTOR_TYPES}, not {vector_type!r}"
+        )
+    limit = 2000 if vector_type == "vector" else 4000
+    if kind != "flat" and dims > limit:
+        raise InvalidInputError(
+            f"pgvector indexes {vector_type} columns of at most {limit} dimensions, not {dims}: "
+            f"use vector_type 'halfvec' (up to 4000) or kind 'flat'"
+        )
+    allowed = {"hnsw": {"m", "ef_construction"}, "ivfflat": {"nlist"}, "flat": set()}[kind]
+    for name, value in ann.items():
+        if name not in allowed:
+            raise InvalidInputError(f"ann_index_config: {name!r} is not an option of {kind}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(
+                f"ann_index_config {name} must be a positive int, not {value!r}"
+            )
+    fields = index.get("fields") or ["$"]
+    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+        raise InvalidInputError(f"index fields must be a list of paths, not {fields!r}")
+    tokenized = tuple((f, f if f == "$" else tokenize_path(f)) for f in fields)
+    return IndexSpec(dims, distance, kind, vector_type, tokenized, ann)
+
+
+def index_ddl(schema_sql: str, spec: IndexSpec) -> list[str]:
+    """The statements that make the vectors table and its index for ``spec`` (idempotent)."""
+    column = f"{spec.vector_type}({spec.dims})"
+    table = f"{schema_sql}.pgsaver_store_vectors"
+    out = [
+        f"CREATE TABLE IF NOT EXISTS {table} ("
+        ' prefix text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,'
+        ' field text COLLATE "C" NOT NULL, text_hash text NOT NULL,'
+        f" embedding {column} NOT NULL, PRIMARY KEY (prefix, key, field),"
+        f" FOREIGN KEY (prefix, key) REFERENCES {schema_sql}.pgsaver_store (prefix, key)"
+        " ON DELETE CASCADE)",
+    ]
+    if spec.kind != "flat":
+        suffix = {"cosine": "cosine", "l2": "l2", "inner_product": "ip"}[spec.distance]
+        opclass = f"{spec.vector_type}_{suffix}_ops"
+        # pgvector's names: ivfflat's nlist is its "lists"
+        names = {"nlist": "lists"}
+        options = ", ".join(f"{names.get(k, k)} = {int(v)}" for k, v in sorted(spec.ann.items()))
+        name = f"pgsaver_store_vectors_{spec.kind}_{spec.distance}_idx"
+        out.append(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING {spec.kind} (embedding {opclass})"
+            + (f" WITH ({options})" if options else "")
+        )
+    return out
+
+
+def index_texts(
+    spec: IndexSpec, value: Mapping[str, Any], fields: Sequence[str] | None
+) -> list[tuple[str, str]]:
+    """(field as stored, text) pairs to embed for a value: the put's own ``index`` list, or the
+    index's fields. A path with several texts (``tags[*]``) gives ``path.0``, ``path.1``, ..."""
+    from langgraph.store.base import get_text_at_path, tokenize_path
+
+    paths = spec.fields if fields is None else [(f, tokenize_path(f)) for f in fields]
+    out: list[tuple[str, str]] = []
+    for name, path in paths:
+        texts = get_text_at_path(value, path)
+        if len(texts) == 1:
+            out.append((name, texts[0]))
+        else:
+            out.extend((f"{name}.{i}", text) for i, text in enumerate(texts))
+    return out
+
+
+def text_hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def vector_text(vector: Sequence[float], dims: int, what: str) -> str:
+    """An embedding as pgvector's text form, after checking its length and numbers."""
+    if len(vector) != dims:
+        raise InvalidInputError(
+            f"the embedding of {what} has {len(vector)} dimensions; the index has {dims}: "
+            "nothing was written"
+        )
+    for x in vector:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise InvalidInputError(f"the embedding of {what} holds {x!r}, not a finite number")
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def score(distance: float, kind: str) -> float:
+    """A similarity from pgvector's distance: higher is nearer (cosine similarity for cosine)."""
+    return 1.0 - distance if kind == "cosine" else -distance

@@ -11,11 +11,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
+    Embeddings,
     GetOp,
     Item,
     ListNamespacesOp,
@@ -24,6 +25,7 @@ from langgraph.store.base import (
     Result,
     SearchOp,
     TTLConfig,
+    ensure_embeddings,
 )
 
 from . import _store
@@ -53,6 +55,8 @@ class BatchPlan:
     puts: dict[tuple[str, str], tuple[str, str | None, float | None] | None] = field(
         default_factory=dict
     )
+    #: (prefix, key) -> the (field, text) pairs to embed, for the puts of a store with an index
+    texts: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
 
 
 class StoreBase(BaseStore):
@@ -66,13 +70,13 @@ class StoreBase(BaseStore):
         ttl: TTLConfig | None = None,
         deserializer: Callable[[bytes], dict[str, Any]] | None = None,
     ) -> None:
+        self.index_spec: _store.IndexSpec | None = None
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Embeddings | None = None
         if index is not None:
-            raise PgSaverError(
-                "semantic search (index=...) is not available in this release of "
-                "langgraph-pg-saver's store; every other operation is"
-            )
-        self.index_config = None
-        self.embeddings = None
+            self.index_spec = _store.index_spec(index)
+            self.index_config = dict(index)
+            self.embeddings = ensure_embeddings(index["embed"])
         self._q: Queries = queries_for(schema)
         self.ttl_config: TTLConfig | None = ttl
         self._deserializer = deserializer
@@ -115,11 +119,8 @@ class StoreBase(BaseStore):
             elif isinstance(op, SearchOp):
                 prefix = _store.check_namespace(op.namespace_prefix, "namespace_prefix", empty=True)
                 _store.check_page(op.limit, op.offset)
-                if op.query:
-                    raise PgSaverError(
-                        "search(query=...) needs semantic search (index=...), which this release "
-                        "of the store does not have"
-                    )
+                if op.query is not None and not isinstance(op.query, str):
+                    raise InvalidInputError(f"query must be a str, not {op.query!r}")
                 flt = _store.plan_filter(_store.check_filter(op.filter))
                 plan.searches.append((i, op, prefix or None, flt, self._refresh(op.refresh_ttl)))
             elif isinstance(op, ListNamespacesOp):
@@ -150,11 +151,19 @@ class StoreBase(BaseStore):
                         f'namespace {op.namespace!r}: the root label "langgraph" is reserved'
                     )
                 key = _store.check_key(op.key)
+                plan.texts.pop((prefix, key), None)
                 if op.value is None:
                     plan.puts[(prefix, key)] = None
                 else:
                     text, exact = _store.encode_value(op.value)  # type: ignore[arg-type]
                     plan.puts[(prefix, key)] = (text, exact, self._default_ttl(op.ttl))
+                    if self.index_spec is not None:
+                        fields = _index_fields(op.index)
+                        plan.texts[(prefix, key)] = (
+                            []
+                            if fields is False
+                            else _store.index_texts(self.index_spec, op.value, fields)
+                        )
             else:
                 raise InvalidInputError(f"unknown store operation {type(op).__name__}")
         return listed, plan
@@ -166,6 +175,47 @@ class StoreBase(BaseStore):
 
             item.value = self._deserializer(json.dumps(item.value).encode())
         return item
+
+    def _vector_params(
+        self,
+        plan: BatchPlan,
+        known: dict[tuple[str, str, str], str],
+        embedded: dict[str, list[float]],
+    ) -> dict[str, Any] | None:
+        """The ``store_vector_put`` parameters: every field of the batch's indexed puts, with the
+        embedding of its text when the text changed (``known``: the stored hashes)."""
+        spec = self.index_spec
+        if spec is None or not plan.texts:
+            return None
+        rows: list[tuple[str, str, str, str, str | None]] = []
+        for (prefix, key), pairs in plan.texts.items():
+            for name, text in pairs:
+                digest = _store.text_hash(text)
+                vector = None
+                if known.get((prefix, key, name)) != digest:
+                    vector = _store.vector_text(
+                        embedded[text], spec.dims, f"field {name!r} of item {key!r}"
+                    )
+                rows.append((prefix, key, name, digest, vector))
+        return {
+            "item_prefixes": [p for p, _ in plan.texts],
+            "item_keys": [k for _, k in plan.texts],
+            "prefixes": [r[0] for r in rows],
+            "keys": [r[1] for r in rows],
+            "fields": [r[2] for r in rows],
+            "hashes": [r[3] for r in rows],
+            "embeddings": [r[4] for r in rows],
+        }
+
+    @staticmethod
+    def _to_embed(plan: BatchPlan, known: dict[tuple[str, str, str], str]) -> list[str]:
+        """The distinct texts of the batch whose field is new or changed."""
+        out: dict[str, None] = {}
+        for (prefix, key), pairs in plan.texts.items():
+            for name, text in pairs:
+                if known.get((prefix, key, name)) != _store.text_hash(text):
+                    out[text] = None
+        return list(out)
 
     @staticmethod
     def _put_params(plan: BatchPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -202,6 +252,19 @@ class StoreBase(BaseStore):
         else:
             unique = sorted(set(found))
         return unique[op.offset : op.offset + op.limit]
+
+
+def _index_fields(index: object) -> list[str] | Literal[False] | None:
+    """A put's ``index``: False (no embedding), None (the index's fields) or a list of paths."""
+    if index is None:
+        return None
+    if index is False:
+        return False
+    if isinstance(index, str) or not isinstance(index, (list, tuple)):
+        raise InvalidInputError(
+            f"index must be False, None or a list of field paths, not {index!r}"
+        )
+    return [str(f) for f in index]
 
 
 class AsyncStoreBase(StoreBase):

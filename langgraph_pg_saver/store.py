@@ -15,18 +15,24 @@ from types import TracebackType
 from typing import Any
 
 from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
-from psycopg import Connection
+from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
 from . import _core, _lifecycle, _store
 from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, POOL_MAX_IDLE, POOL_MAX_LIFETIME
 from ._driver_sync import CLOSE_TIMEOUT, Driver
 from ._store_base import SEARCH_PAGE, BatchPlan, SyncStoreBase
+from .errors import PgSaverError, SchemaError
 from .pool import LifoConnectionPool
 from .retry import DEFAULT_RETRY, RetryPolicy
 
 #: expired items the TTL sweep deletes per statement
 SWEEP_BATCH = 1000
+_NO_PGVECTOR = (
+    "semantic search (index=...) needs the pgvector extension, which this Postgres server does "
+    "not have: install pgvector (https://github.com/pgvector/pgvector; Debian/Ubuntu: "
+    "postgresql-<version>-pgvector), or use the store without index="
+)
 
 
 class PostgresStore(SyncStoreBase):
@@ -131,8 +137,49 @@ class PostgresStore(SyncStoreBase):
     def setup(self, *, check: bool = False) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
         safe from many workers at once. ``check=True`` changes nothing and raises
-        ``SchemaOutdatedError`` if the schema is not current."""
+        ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
+        pgvector extension, the vectors table of its dimension and its ANN index."""
         self._driver.migrate(check=check)
+        spec = self.index_spec
+        if spec is None:
+            return
+        rows = self._driver.run_step(
+            _lifecycle.Step(
+                (_lifecycle.Stmt(self._q["store_vector_column"], {"schema": self._q.schema}),)
+            )
+        )
+        have = rows[0][0] if rows else None
+        want = f"{spec.vector_type}({spec.dims})"
+        if have is not None and have != want:
+            raise SchemaError(
+                f"the store's vectors in schema {self._q.schema!r} are {have}; this store's index "
+                f"asks for {want}. Drop {self._q.schema}.pgsaver_store_vectors to embed again "
+                "with the new index (items are kept), or use the index it was made with"
+            )
+        if check:
+            if have is None:
+                raise SchemaError(
+                    f"the store's vectors table does not exist in schema {self._q.schema!r}: run "
+                    "setup() once with this index (a role that may create tables)"
+                )
+            return
+        statements = [_lifecycle.Stmt(self._q["store_vector_extension"], None)]
+        statements += [
+            _lifecycle.Stmt(text.encode(), None)
+            for text in _store.index_ddl(self._q.schema_sql, spec)
+        ]
+        try:
+            self._driver.run_step(_lifecycle.Step(tuple(statements), lock_timeout=30.0))
+        except errors.FeatureNotSupported as exc:
+            raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
+        except errors.UndefinedFile as exc:
+            raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
+        except errors.InsufficientPrivilege as exc:
+            raise PgSaverError(
+                "setup(): creating the pgvector extension needs a role allowed to (a superuser, "
+                "or the database owner with pgvector trusted): run CREATE EXTENSION vector once "
+                f"as such a role ({str(exc).strip()})"
+            ) from exc
 
     # ------------------------------------------------------------------ batches
 
@@ -154,8 +201,24 @@ class PostgresStore(SyncStoreBase):
                 results[i] = None if row is None else self._item(row)
                 if row is not None and refreshing and row[6] is not None:
                     refresh.append((prefix, key))
+        queries = sorted({op.query for _, op, _, _, _ in plan.searches if op.query})
+        vectors: dict[str, str] = {}
+        if queries:
+            if self.embeddings is None or self.index_spec is None:
+                raise PgSaverError(
+                    "search(query=...) needs an index: create the store with "
+                    "index={'dims': ..., 'embed': ...}"
+                )
+            for text in queries:
+                embedded = self.embeddings.embed_query(text)
+                vectors[text] = _store.vector_text(
+                    embedded, self.index_spec.dims, f"the query {text!r}"
+                )
         for i, op, under, flt, refreshing in plan.searches:
-            rows = self._search(op, under, flt)
+            if op.query:
+                rows = self._semantic(op, under, flt, vectors[op.query])
+            else:
+                rows = self._search(op, under, flt)
             results[i] = [self._item(row, search=True) for row in rows]
             if refreshing:
                 refresh.extend((row[0], row[1]) for row in rows if row[6] is not None)
@@ -201,6 +264,60 @@ class PostgresStore(SyncStoreBase):
             start += page
         return matched[op.offset : wanted]
 
+    def _semantic(
+        self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan, query: str
+    ) -> list[Any]:
+        """The items nearest to ``query``: the nearest vectors, read in growing numbers until
+        ``offset + limit`` items pass the filter (or none are left), then items without vectors
+        (InMemoryStore's order: they come after every scored one)."""
+        spec = self.index_spec
+        assert spec is not None
+        q = self._q
+        statement = q.render("store_vector_search", vtype=spec.vector_type, vop=spec.distance)
+        wanted = op.offset + op.limit
+        candidates = max(40, 4 * wanted * len(spec.fields))
+        params: dict[str, Any] = {
+            "prefix": prefix,
+            "below": None if prefix is None else _store.below(prefix),
+            "filter": flt.prefilter,
+            "query": query,
+        }
+        while True:
+            search = {**params, "candidates": candidates}
+            knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
+            rows = self._driver.run_step(
+                _lifecycle.Step(
+                    (
+                        _lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None),
+                        _lifecycle.Stmt(statement, search, prepare=None),
+                    )
+                )
+            )
+            kept = [
+                row
+                for row in rows
+                if (flt.exact and row[3] is None)
+                or _store.matches(flt.filter, _store.row_to_item(row).value)
+            ]
+            nearest = int(rows[0][8]) if rows else 0
+            if len(kept) >= wanted or nearest < candidates:
+                break
+            candidates *= 4
+        scored = [
+            (*row[:7], _store.score(float(row[7]), spec.distance))
+            for row in kept[op.offset : wanted]
+        ]
+        if len(scored) < op.limit:
+            unscored = self._driver.fetch_all(
+                q["store_unscored"], {**params, "limit": op.limit - len(scored)}
+            )
+            scored.extend(
+                (*row[:7], None)
+                for row in unscored
+                if _store.matches(flt.filter, _store.row_to_item(row).value)
+            )
+        return scored
+
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         start = _store.literal_prefix(op.match_conditions or ())
         prefix = ".".join(start) if start else None
@@ -217,11 +334,29 @@ class PostgresStore(SyncStoreBase):
     def _write(self, plan: BatchPlan) -> None:
         put, delete = self._put_params(plan)
         q = self._q
+        vectors = None
+        if plan.texts and self.embeddings is not None and self.index_spec is not None:
+            rows = self._driver.fetch_all(
+                q["store_vector_hashes"],
+                {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
+            )
+            known = {(r[0], r[1], r[2]): r[3] for r in rows}
+            texts = self._to_embed(plan, known)
+            embedded = self.embeddings.embed_documents(texts) if texts else []
+            if len(embedded) != len(texts):
+                raise PgSaverError(
+                    f"the embedding function returned {len(embedded)} embeddings for "
+                    f"{len(texts)} texts; nothing was written"
+                )
+            vectors = self._vector_params(plan, known, dict(zip(texts, embedded, strict=True)))
         statements = []
         if delete is not None:
             statements.append(_lifecycle.Stmt(q["store_delete"], delete, prepare=None))
         if put is not None:
             statements.append(_lifecycle.Stmt(q["store_put"], put, prepare=None))
+        if vectors is not None:
+            statement = q.render("store_vector_put", vtype=self.index_spec.vector_type)  # type: ignore[union-attr]
+            statements.append(_lifecycle.Stmt(statement, vectors, prepare=None))
         if len(statements) == 1:
             self._driver.execute(statements[0].query, statements[0].params or {})
         elif statements:

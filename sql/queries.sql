@@ -1198,3 +1198,97 @@ WITH lock AS (
     RETURNING 1
 )
 SELECT (SELECT held FROM lock), (SELECT count(*) FROM gone)
+
+-- ============================================================================ the Store: vectors
+-- pgsaver_store_vectors is made by the store's setup() when it has an index (its dimension is the
+-- index's): _store.index_ddl. {vtype} is the column's type (vector or halfvec), {vop} the distance
+-- operator of the index's distance type.
+
+-- name: _vtype_vector
+vector
+
+-- name: _vtype_halfvec
+halfvec
+
+-- name: _vop_cosine
+<=>
+
+-- name: _vop_l2
+<->
+
+-- name: _vop_inner_product
+<#>
+
+-- name: store_vector_hashes
+-- The fields already embedded for the given items, with the hash of the text each came from.
+SELECT v.prefix, v.key, v.field, v.text_hash
+FROM {schema}.pgsaver_store_vectors AS v
+JOIN unnest(%(prefixes)b::text[], %(keys)b::text[]) AS u(prefix, key)
+  ON v.prefix = u.prefix AND v.key = u.key
+
+-- name: store_vector_put
+-- The vectors of the items a batch put: fields no longer indexed go; new and changed ones are
+-- written (an unchanged field comes with a NULL embedding and keeps its row).
+WITH gone AS (
+    DELETE FROM {schema}.pgsaver_store_vectors AS v
+    USING unnest(%(item_prefixes)b::text[], %(item_keys)b::text[]) AS i(prefix, key)
+    WHERE v.prefix = i.prefix AND v.key = i.key
+      AND NOT EXISTS (
+          SELECT 1 FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(fields)b::text[])
+              AS n(prefix, key, field)
+          WHERE n.prefix = v.prefix AND n.key = v.key AND n.field = v.field)
+)
+INSERT INTO {schema}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
+SELECT n.prefix, n.key, n.field, n.hash, n.embedding::{vtype}
+FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(fields)b::text[], %(hashes)b::text[],
+            %(embeddings)b::text[]) AS n(prefix, key, field, hash, embedding)
+WHERE n.embedding IS NOT NULL
+ON CONFLICT (prefix, key, field) DO UPDATE
+SET text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding
+
+-- name: store_ef_search
+SELECT set_config('hnsw.ef_search', %(ef)s, true), set_config('ivfflat.probes', %(probes)s, true)
+
+-- name: store_vector_search
+-- The items nearest to %(query)s under a namespace prefix: the %(candidates)s nearest vectors
+-- (the index's order), an item's best field, the value filter, expiry; nearest first. The last
+-- column is the distance.
+WITH nearest AS MATERIALIZED (
+    SELECT v.prefix, v.key, v.embedding {vop} %(query)s::{vtype} AS distance
+    FROM {schema}.pgsaver_store_vectors AS v
+    WHERE (%(prefix)s::text IS NULL OR v.prefix = %(prefix)s OR v.prefix LIKE %(below)s)
+    ORDER BY v.embedding {vop} %(query)s::{vtype}
+    LIMIT %(candidates)s
+), best AS (
+    SELECT n.prefix, n.key, min(n.distance) AS distance FROM nearest AS n GROUP BY n.prefix, n.key
+)
+SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes,
+       b.distance, (SELECT count(*) FROM nearest)
+FROM best AS b
+JOIN {schema}.pgsaver_store AS s ON s.prefix = b.prefix AND s.key = b.key
+WHERE (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
+  AND (s.expires_at IS NULL OR s.expires_at > now())
+ORDER BY b.distance, s.prefix, s.key
+
+-- name: store_unscored
+-- Items under a namespace prefix that have no vector (put with index=False, or no text in the
+-- indexed fields): what a semantic search returns after the scored ones, newest first.
+SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes
+FROM {schema}.pgsaver_store AS s
+WHERE (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(below)s)
+  AND (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
+  AND (s.expires_at IS NULL OR s.expires_at > now())
+  AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
+                  WHERE v.prefix = s.prefix AND v.key = s.key)
+ORDER BY s.updated_at DESC, s.prefix, s.key
+LIMIT %(limit)s
+
+-- name: store_vector_extension
+CREATE EXTENSION IF NOT EXISTS vector
+
+-- name: store_vector_column
+-- The type of the vectors table's embedding column (vector(3), halfvec(1536)), or none.
+SELECT format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute AS a
+WHERE a.attrelid = to_regclass(quote_ident(%(schema)s) || '.pgsaver_store_vectors')
+  AND a.attname = 'embedding' AND NOT a.attisdropped

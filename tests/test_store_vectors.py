@@ -1,0 +1,281 @@
+"""The store's semantic search on pgvector (the embedded Postgres with pgvector), against
+InMemoryStore with the same deterministic embedding function (no network, no model)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+from langgraph_pg_saver import (
+    AsyncPostgresStore,
+    InvalidInputError,
+    PgSaverError,
+    PostgresStore,
+    SchemaError,
+)
+
+DIMS = 16
+
+
+class Embedder:
+    """A bag of hashed words, counting its calls and texts."""
+
+    def __init__(self, dims: int = DIMS) -> None:
+        self.dims = dims
+        self.calls = 0
+        self.texts: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        self.texts.extend(texts)
+        out = []
+        for text in texts:
+            v = [0.0] * self.dims
+            for word in text.lower().replace(",", " ").split():
+                v[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dims] += 1.0
+            out.append(v)
+        return out
+
+
+MEMORIES = {
+    "m1": {"text": "I like pizza and pasta", "kind": "food", "n": 1},
+    "m2": {"text": "my dog is called Rex", "kind": "pet", "n": 2},
+    "m3": {"text": "pizza with extra cheese", "kind": "food", "n": 3},
+    "m4": {"text": "dogs and cats and birds", "kind": "pet", "n": 4},
+    "m5": {"text": "I work as a pizza chef", "kind": "work", "n": 5},
+    "m6": {"text": "cheese is my favourite food", "kind": "food", "n": 6},
+}
+
+
+def fill(store: Any, ns: tuple[str, ...] = ("u1", "memories")) -> None:
+    for key, value in MEMORIES.items():
+        store.put(ns, key, value, index=False if key == "m6" else None)
+
+
+def ranked(items: Sequence[Any]) -> list[tuple[str, float | None]]:
+    return [(i.key, None if i.score is None else round(i.score, 6)) for i in items]
+
+
+def test_semantic_search_ranks_as_in_memory_store(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": Embedder(), "fields": ["text"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        fill(store)
+        fill(memory)
+        for query in ("pizza", "dog", "cheese pizza", "chef", "nothing matches this"):
+            for kw in ({}, {"limit": 2}, {"limit": 2, "offset": 1}, {"filter": {"kind": "food"}}):
+                ours = store.search(("u1",), query=query, **kw)
+                theirs = memory.search(("u1",), query=query, **kw)
+                assert ranked(ours) == ranked(theirs), (query, kw)
+        # the item put with index=False comes after the scored ones, without a score
+        found = store.search(("u1",), query="cheese", limit=10)
+        assert found[-1].key == "m6"
+        assert found[-1].score is None
+
+
+def test_fields_per_put_and_lists_of_texts(vector_dsn: str) -> None:
+    embed = Embedder()
+    index = {"dims": DIMS, "embed": embed, "fields": ["title", "tags[*]"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        for s in (store, memory):
+            s.put(("d",), "a", {"title": "pizza night", "tags": ["cheese", "friends"], "body": "x"})
+            s.put(("d",), "b", {"title": "vet visit", "tags": ["dog"], "body": "pizza"})
+            s.put(("d",), "c", {"title": "notes", "body": "pizza pizza"}, index=["body"])
+        for query in ("pizza", "dog", "friends", "cheese"):
+            assert ranked(store.search(("d",), query=query)) == ranked(
+                memory.search(("d",), query=query)
+            ), query
+        with psycopg.connect(vector_dsn) as conn:
+            fields = conn.execute(
+                "SELECT key, field FROM pgsaver_store_vectors ORDER BY key, field"
+            ).fetchall()
+        assert fields == [
+            ("a", "tags[*].0"),
+            ("a", "tags[*].1"),
+            ("a", "title"),
+            ("b", "tags[*]"),
+            ("b", "title"),
+            ("c", "body"),
+        ]
+
+
+def test_an_unchanged_field_is_not_embedded_again(vector_dsn: str) -> None:
+    embed = Embedder()
+    index = {"dims": DIMS, "embed": embed, "fields": ["title", "body"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.put(("d",), "a", {"title": "pizza", "body": "cheese"})
+        store.put(("d",), "b", {"title": "dog", "body": "rex"})
+        assert sorted(embed.texts) == ["cheese", "dog", "pizza", "rex"]
+        embed.texts.clear()
+        store.put(("d",), "a", {"title": "pizza", "body": "mozzarella"})  # one field changed
+        assert embed.texts == ["mozzarella"]
+        embed.texts.clear()
+        store.put(("d",), "b", {"title": "dog", "body": "rex", "extra": 1})  # none changed
+        assert embed.texts == []
+        # one call for a whole batch
+        calls = embed.calls
+        store.batch(
+            [
+                *(
+                    __import__("langgraph.store.base", fromlist=["PutOp"]).PutOp(
+                        ("d",), f"k{i}", {"title": f"t{i}", "body": f"b{i}"}
+                    )
+                    for i in range(5)
+                )
+            ]
+        )
+        assert embed.calls == calls + 1
+        # index=False takes an item's vectors away; a delete too
+        store.put(("d",), "a", {"title": "pizza"}, index=False)
+        store.delete(("d",), "b")
+        with psycopg.connect(vector_dsn) as conn:
+            keys = {k for (k,) in conn.execute("SELECT key FROM pgsaver_store_vectors")}
+        assert keys == {f"k{i}" for i in range(5)}
+
+
+def test_an_embedding_of_the_wrong_dimension_writes_nothing(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": Embedder(dims=DIMS + 1), "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        with pytest.raises(InvalidInputError, match="has 17 dimensions; the index has 16"):
+            store.put(("d",), "a", {"text": "pizza"})
+        assert store.get(("d",), "a") is None
+        with pytest.raises(InvalidInputError, match="the query"):
+            store.search(("d",), query="pizza")
+
+
+@pytest.mark.parametrize(
+    ("distance", "ann"),
+    [
+        ("l2", {"kind": "hnsw", "m": 8, "ef_construction": 32}),
+        ("inner_product", {"kind": "ivfflat", "nlist": 4}),
+        ("cosine", {"kind": "flat", "vector_type": "halfvec"}),
+        ("cosine", {"kind": "hnsw", "vector_type": "halfvec"}),
+    ],
+)
+def test_distances_index_kinds_and_halfvec(
+    vector_dsn: str, distance: str, ann: dict[str, Any]
+) -> None:
+    index = {
+        "dims": DIMS,
+        "embed": Embedder(),
+        "fields": ["text"],
+        "distance_type": distance,
+        "ann_index_config": ann,
+    }
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        fill(store)
+        found = store.search(("u1",), query="pizza cheese", limit=3)
+        # the same ranking and scores as computed here, exactly, for each distance
+        (q,) = Embedder()(["pizza cheese"])
+        expected = []
+        for key, value in MEMORIES.items():
+            if key == "m6":
+                continue
+            (v,) = Embedder()([value["text"]])
+            dot = sum(a * b for a, b in zip(q, v, strict=True))
+            if distance == "inner_product":
+                sim = dot
+            elif distance == "l2":
+                sim = -math.dist(q, v)
+            else:
+                sim = dot / (math.hypot(*q) * math.hypot(*v))
+            expected.append((round(sim, 3), key))
+        expected.sort(key=lambda x: (-x[0], x[1]))
+        assert [(round(i.score or 0, 3), i.key) for i in found] == expected[:3]
+    with psycopg.connect(vector_dsn) as conn:
+        (column,) = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+            "'pgsaver_store_vectors'::regclass AND attname = 'embedding'"
+        ).fetchone() or ("",)
+        methods = {
+            m
+            for (m,) in conn.execute(
+                "SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_am am ON am.oid = c.relam WHERE i.indrelid = "
+                "'pgsaver_store_vectors'::regclass"
+            )
+        }
+    assert column == f"{ann.get('vector_type', 'vector')}({DIMS})"
+    assert ("hnsw" in methods) == (ann["kind"] == "hnsw")
+    assert ("ivfflat" in methods) == (ann["kind"] == "ivfflat")
+
+
+def test_another_dimension_than_the_table_has_is_refused(vector_dsn: str) -> None:
+    with PostgresStore.from_conn_string(
+        vector_dsn,
+        index={"dims": DIMS, "embed": Embedder()},  # type: ignore[typeddict-item]
+    ) as store:
+        store.setup()
+    with (
+        PostgresStore.from_conn_string(
+            vector_dsn,
+            index={"dims": 8, "embed": Embedder(8)},  # type: ignore[typeddict-item]
+        ) as other,
+        pytest.raises(
+            SchemaError, match=r"are vector\(16\); this store's index asks for vector\(8\)"
+        ),
+    ):
+        other.setup()
+
+
+def test_without_pgvector_everything_else_works(db_dsn: str) -> None:
+    # the local Postgres 15 has no pgvector
+    with psycopg.connect(db_dsn) as conn:
+        available = conn.execute(
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    if available != (0,):
+        pytest.skip("this server has pgvector")
+    index = {"dims": DIMS, "embed": Embedder()}
+    with (
+        PostgresStore.from_conn_string(db_dsn, index=index) as store,  # type: ignore[arg-type]
+        pytest.raises(PgSaverError, match=r"needs the pgvector extension.*install pgvector"),
+    ):
+        store.setup()
+    with PostgresStore.from_conn_string(db_dsn) as plain:
+        plain.put(("a",), "k", {"text": "pizza"})
+        assert plain.search(("a",), filter={"text": "pizza"})[0].key == "k"
+        with pytest.raises(PgSaverError, match="needs an index"):
+            plain.search(("a",), query="pizza")
+
+
+def test_bad_index_configs_are_refused() -> None:
+    base = {"dims": DIMS, "embed": Embedder()}
+    for bad, words in (
+        ({**base, "dims": 0}, "dims"),
+        ({"dims": DIMS}, "embed"),
+        ({**base, "distance_type": "hamming"}, "distance_type"),
+        ({**base, "ann_index_config": {"kind": "lsh"}}, "kind"),
+        ({**base, "ann_index_config": {"kind": "hnsw", "nlist": 3}}, "not an option of hnsw"),
+        ({**base, "dims": 3000}, "at most 2000"),
+        ({**base, "fields": "text"}, "fields"),
+    ):
+        with pytest.raises(InvalidInputError, match=words):
+            PostgresStore.from_conn_string("postgresql://nowhere", index=bad)  # type: ignore[arg-type]
+
+
+async def test_async_semantic_search(vector_dsn: str) -> None:
+    embed = Embedder()
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    async with AsyncPostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        await store.setup()
+        for key, value in MEMORIES.items():
+            await store.aput(("u",), key, value)
+            await memory.aput(("u",), key, value)
+        for query in ("pizza", "dog", "cheese"):
+            ours = await store.asearch(("u",), query=query, limit=4)
+            theirs = await memory.asearch(("u",), query=query, limit=4)
+            assert ranked(ours) == ranked(theirs), query
