@@ -440,3 +440,78 @@ def vector_text(vector: Sequence[float], dims: int, what: str) -> str:
 def score(distance: float, kind: str) -> float:
     """A similarity from pgvector's distance: higher is nearer (cosine similarity for cosine)."""
     return 1.0 - distance if kind == "cosine" else -distance
+
+
+# --------------------------------------------------------------------------- import
+
+
+class SourceTables:
+    """The statements that copy the official store's tables (``store``, ``store_vectors`` in
+    ``schema``) into ours, one key range at a time. The range is in the source's own order
+    (its primary key), so every statement selects a batch through the source table."""
+
+    def __init__(self, schema: str) -> None:
+        from psycopg import sql
+
+        from ._sql import queries_for
+
+        queries_for(schema)  # the same rule for the name as the schema= option
+        self.schema = schema
+        self.schema_sql = sql.Identifier(schema).as_string()
+
+    _RANGE = "(%(first)s OR (s.prefix, s.key) > (%(k1)s::text, %(k2)s::text))"
+
+    def exists(self) -> bytes:
+        return b"SELECT to_regclass(%(store)s) IS NOT NULL, to_regclass(%(vectors)s) IS NOT NULL"
+
+    def names(self) -> dict[str, str]:
+        return {"store": f"{self.schema_sql}.store", "vectors": f"{self.schema_sql}.store_vectors"}
+
+    def items(self, target: str) -> bytes:
+        return f"""
+WITH src AS MATERIALIZED (
+    SELECT s.prefix, s.key, s.value, s.created_at, s.updated_at, s.expires_at, s.ttl_minutes
+    FROM {self.schema_sql}.store AS s
+    WHERE {self._RANGE}
+    ORDER BY s.prefix, s.key
+    LIMIT %(limit)s
+), ins AS (
+    INSERT INTO {target}.pgsaver_store
+        (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+    SELECT prefix, key, value, created_at, updated_at, expires_at, ttl_minutes::float8 FROM src
+    ON CONFLICT (prefix, key) DO NOTHING
+    RETURNING 1
+), last AS (
+    SELECT prefix, key FROM src ORDER BY prefix DESC, key DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM ins),
+       (SELECT prefix FROM last), (SELECT key FROM last)
+""".encode()
+
+    def _batch(self) -> str:
+        return f"{self._RANGE} AND (s.prefix, s.key) <= (%(p2)s::text, %(q2)s::text)"
+
+    def vectors(self, target: str, spec: IndexSpec) -> bytes:
+        column = f"{spec.vector_type}({spec.dims})"
+        return f"""
+WITH moved AS (
+    INSERT INTO {target}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
+    SELECT v.prefix, v.key, v.field_name, '', v.embedding::text::{column}
+    FROM {self.schema_sql}.store AS s
+    JOIN {self.schema_sql}.store_vectors AS v ON v.prefix = s.prefix AND v.key = s.key
+    WHERE {self._batch()}
+      AND EXISTS (SELECT 1 FROM {target}.pgsaver_store AS t
+                  WHERE t.prefix = v.prefix AND t.key = v.key)
+    ON CONFLICT (prefix, key, field) DO NOTHING
+    RETURNING 1
+)
+SELECT count(*) FROM moved
+""".encode()
+
+    def rows(self, target: str) -> bytes:
+        return f"""
+SELECT t.prefix, t.key, t.value, t.value_exact, t.created_at, t.updated_at, t.ttl_minutes
+FROM {self.schema_sql}.store AS s
+JOIN {target}.pgsaver_store AS t ON t.prefix = s.prefix AND t.key = s.key
+WHERE {self._batch()}
+""".encode()

@@ -28,6 +28,8 @@ from .retry import DEFAULT_RETRY, RetryPolicy
 
 #: expired items the TTL sweep deletes per statement
 SWEEP_BATCH = 1000
+#: pgvector's default hnsw.ef_search: the most rows an HNSW index scan returns unless told more
+DEFAULT_EF_SEARCH = 40
 _NO_PGVECTOR = (
     "semantic search (index=...) needs the pgvector extension, which this Postgres server does "
     "not have: install pgvector (https://github.com/pgvector/pgvector; Debian/Ubuntu: "
@@ -282,24 +284,34 @@ class PostgresStore(SyncStoreBase):
             "filter": flt.prefilter,
             "query": query,
         }
+        exact = flt.exact
         while True:
-            search = {**params, "candidates": candidates}
-            knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
-            rows = self._driver.run_step(
-                _lifecycle.Step(
-                    (
-                        _lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None),
-                        _lifecycle.Stmt(statement, search, prepare=None),
+            search = {**params, "candidates": candidates, "rows": wanted if exact else None}
+            if candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat":
+                # the index's defaults return this many: one statement, one round trip
+                rows = self._driver.fetch_all(statement, search)
+            else:
+                # more candidates than an HNSW scan returns by default (hnsw.ef_search), or more
+                # IVFFlat lists probed: set for this transaction only
+                knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
+                rows = self._driver.run_step(
+                    _lifecycle.Step(
+                        (
+                            _lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None),
+                            _lifecycle.Stmt(statement, search, prepare=None),
+                        )
                     )
                 )
-            )
             kept = [
                 row
                 for row in rows
-                if (flt.exact and row[3] is None)
+                if (exact and row[3] is None)
                 or _store.matches(flt.filter, _store.row_to_item(row).value)
             ]
             nearest = int(rows[0][8]) if rows else 0
+            if exact and len(kept) < len(rows):
+                exact = False  # a lossy row failed the check: read every candidate
+                continue
             if len(kept) >= wanted or nearest < candidates:
                 break
             candidates *= 4
@@ -361,6 +373,89 @@ class PostgresStore(SyncStoreBase):
             self._driver.execute(statements[0].query, statements[0].params or {})
         elif statements:
             self._driver.run_step(_lifecycle.Step(tuple(statements)))
+
+    # ------------------------------------------------------------------ import
+
+    def import_official(
+        self,
+        *,
+        source_schema: str = DEFAULT_SCHEMA,
+        batch: int = 1000,
+        reembed: bool = False,
+        progress: Any = None,
+    ) -> dict[str, int]:
+        """Copy the items of the official ``langgraph-checkpoint-postgres`` store (its tables
+        ``store`` and ``store_vectors`` in ``source_schema`` of this database) into this store,
+        ``batch`` items per transaction, in key order.
+
+        Idempotent and resumable: an item already here is left as it is, so running it again
+        continues where an interrupted run stopped. Values, timestamps and TTLs are kept. With an
+        index, the source's vectors are copied as they are (the dimension must match), or, with
+        ``reembed=True``, every imported item is embedded again with this store's index. Returns
+        the counts: ``items`` read, ``imported``, ``vectors`` copied, ``embedded`` texts.
+        """
+        _lifecycle._batch_size(batch)
+        source = _store.SourceTables(source_schema)
+        q = self._q
+        found = self._driver.fetch_one(source.exists(), source.names())
+        has_store, has_vectors = found or (False, False)
+        if not has_store:
+            raise PgSaverError(
+                f"no table {source_schema}.store of the official store in this database: pass "
+                "source_schema= (the schema its tables are in)"
+            )
+        spec = self.index_spec
+        counts = {"items": 0, "imported": 0, "vectors": 0, "embedded": 0}
+        after: tuple[str, str] | None = None
+        while True:
+            keys = {
+                "first": after is None,
+                "k1": after[0] if after else None,
+                "k2": after[1] if after else None,
+            }
+            rows = self._driver.run_step(
+                _lifecycle.Step(
+                    (_lifecycle.Stmt(source.items(q.schema_sql), {**keys, "limit": batch}),),
+                    lock_timeout=30.0,
+                )
+            )
+            read, imported, last_prefix, last_key = rows[0]
+            if not read:
+                break
+            counts["items"] += int(read)
+            counts["imported"] += int(imported)
+            batch_keys = {**keys, "p2": last_prefix, "q2": last_key}
+            if spec is not None and has_vectors and not reembed:
+                moved = self._driver.fetch_one(source.vectors(q.schema_sql, spec), batch_keys)
+                counts["vectors"] += int(moved[0]) if moved else 0
+            if spec is not None and reembed:
+                counts["embedded"] += self._reembed(
+                    self._driver.fetch_all(source.rows(q.schema_sql), batch_keys)
+                )
+            after = (last_prefix, last_key)
+            if progress is not None:
+                progress(dict(counts))
+            if int(read) < batch:
+                break
+        return counts
+
+    def _reembed(self, rows: list[Any]) -> int:
+        """Embed items again with this store's index (an import's batch); their values and
+        timestamps stay as they are."""
+        spec = self.index_spec
+        assert spec is not None
+        assert self.embeddings is not None
+        plan = BatchPlan()
+        for row in rows:
+            item = _store.row_to_item(row)
+            plan.texts[(row[0], row[1])] = _store.index_texts(spec, item.value, None)
+        texts = self._to_embed(plan, {})
+        embedded = self.embeddings.embed_documents(texts) if texts else []
+        vectors = self._vector_params(plan, {}, dict(zip(texts, embedded, strict=True)))
+        if vectors is not None:
+            statement = self._q.render("store_vector_put", vtype=spec.vector_type)
+            self._driver.execute(statement, vectors)
+        return len(texts)
 
     # ------------------------------------------------------------------ TTL
 

@@ -1269,6 +1269,8 @@ JOIN {schema}.pgsaver_store AS s ON s.prefix = b.prefix AND s.key = b.key
 WHERE (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
   AND (s.expires_at IS NULL OR s.expires_at > now())
 ORDER BY b.distance, s.prefix, s.key
+-- when the prefilter is exact, only the rows asked for travel (NULL: every candidate)
+LIMIT %(rows)s
 
 -- name: store_unscored
 -- Items under a namespace prefix that have no vector (put with index=False, or no text in the

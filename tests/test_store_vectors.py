@@ -279,3 +279,52 @@ async def test_async_semantic_search(vector_dsn: str) -> None:
             ours = await store.asearch(("u",), query=query, limit=4)
             theirs = await memory.asearch(("u",), query=query, limit=4)
             assert ranked(ours) == ranked(theirs), query
+
+
+def test_import_from_the_official_store_keeps_items_and_vectors(vector_dsn: str) -> None:
+    from langgraph.store.postgres import PostgresStore as OfficialStore
+
+    embed = Embedder()
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with OfficialStore.from_conn_string(vector_dsn, index=index) as official:  # type: ignore[arg-type]
+        official.setup()
+        for i in range(23):
+            official.put(("users", f"u{i % 3}"), f"k{i}", {"text": f"pizza {i}", "n": i})
+        official.put(("users", "u0"), "plain", {"text": "no vector"}, index=False)
+        official.put(("ttl",), "t", {"text": "expires"}, ttl=60)
+        want = {
+            (tuple(i.namespace), i.key): (i.value, i.created_at, i.updated_at)
+            for i in official.search((), limit=1000)
+        }
+        ranking = sorted(
+            (-round(i.score or 0, 5), i.key)
+            for i in official.search(("users",), query="pizza 7", limit=30)
+        )
+    seen: list[dict[str, int]] = []
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        counts = store.import_official(batch=10, progress=seen.append)
+        assert counts["items"] == counts["imported"] == 25
+        assert counts["vectors"] == 24  # every item but the one put with index=False
+        assert len(seen) == 3
+        got = {
+            (tuple(i.namespace), i.key): (i.value, i.created_at, i.updated_at)
+            for i in store.search((), limit=1000)
+        }
+        assert got == want
+        ours = store.search(("users",), query="pizza 7", limit=30)
+        # the same items and scores (ties may come in another order); the item without a vector
+        # comes last, unscored, as from InMemoryStore (the official store leaves it out)
+        assert ours[-1].key == "plain"
+        assert ours[-1].score is None
+        assert sorted((-round(i.score or 0, 5), i.key) for i in ours[:-1]) == ranking
+        # again: nothing is imported twice, nothing changes
+        again = store.import_official(batch=7)
+        assert again["imported"] == 0
+        assert again["items"] == 25
+        calls = embed.calls
+        redo = store.import_official(reembed=True)
+        assert redo["embedded"] == 25  # every text again (the plain one too, now indexed)
+        assert embed.calls > calls
+        with pytest.raises(PgSaverError, match=r"no table nowhere\.store"):
+            store.import_official(source_schema="nowhere")

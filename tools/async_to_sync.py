@@ -92,6 +92,7 @@ TARGETS = (
             "AsyncPostgresStore": "PostgresStore",
             "AsyncStoreBase": "SyncStoreBase",
             "abatch": "batch",
+            "aimport_official": "import_official",
             "aembed_documents": "embed_documents",
             "aembed_query": "embed_query",
         },
