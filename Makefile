@@ -49,5 +49,6 @@ db-down:
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
 
-bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"
+bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick")
 	$(PY) -m benchmarks.bench $(ARGS)
+	$(PY) -m benchmarks.store_bench $(STORE_ARGS)

@@ -73,6 +73,12 @@ class AsyncPostgresStore(AsyncStoreBase):
         super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
         self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
         self._sweeper: Any = None
+        # [async-only]
+        try:  # made inside the loop (as the official store must be): bound to it at once
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        # [/async-only]
 
     @classmethod
     def from_conn_string(
@@ -151,6 +157,9 @@ class AsyncPostgresStore(AsyncStoreBase):
         safe from many workers at once. ``check=True`` changes nothing and raises
         ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
         pgvector extension, the vectors table of its dimension and its ANN index."""
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
         await self._driver.migrate(check=check)
         spec = self.index_spec
         if spec is None:

@@ -583,3 +583,31 @@ def _cmp(left: float, op: str, right: float) -> bool:
         "$lt": left < right,
         "$lte": left <= right,
     }[op]
+
+
+async def test_a_saver_and_a_store_on_one_pool(db_dsn: str) -> None:
+    """The README's FastAPI lifespan: one pool for the checkpointer and the store."""
+    from psycopg_pool import AsyncConnectionPool
+
+    from langgraph_pg_saver import AsyncPostgresSaver
+
+    async with AsyncConnectionPool(db_dsn, min_size=1, max_size=4, open=False) as pool:
+        saver = AsyncPostgresSaver(pool)
+        store = AsyncPostgresStore(pool)
+        await saver.setup()
+        await store.setup()
+        graph = remembering_graph().compile(checkpointer=saver, store=store)
+        await graph.ainvoke(
+            {"messages": ["I like tea"]},
+            {"configurable": {"thread_id": "t"}},
+            context=Context(user_id="7"),
+        )
+        out = await graph.ainvoke(
+            {"messages": ["again"]},
+            {"configurable": {"thread_id": "t2"}},
+            context=Context(user_id="7"),
+        )
+        assert out["messages"][-1] == "I remember: I like tea"
+        await store.close()
+        await saver.close()
+        assert not pool.closed  # a pool passed in is the caller's to close
