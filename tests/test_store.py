@@ -611,3 +611,45 @@ async def test_a_saver_and_a_store_on_one_pool(db_dsn: str) -> None:
         await store.close()
         await saver.close()
         assert not pool.closed  # a pool passed in is the caller's to close
+
+
+def _store_worker(dsn: str, n: int, start: Any, out: Any) -> None:
+    """A worker process: its own store, 40 puts to shared and own namespaces, reads, a sweep."""
+    try:
+        with PostgresStore.from_conn_string(dsn) as store:
+            start.wait(60)
+            for j in range(40):
+                store.put(("shared", f"s{j % 4}"), f"p{n}-{j}", {"by": n, "j": j})
+                store.put(("own", f"p{n}"), "counter", {"j": j})
+                store.search(("shared",), filter={"by": n}, limit=5)
+                store.sweep_ttl()
+        out.put((n, None))
+    except BaseException as exc:  # pragma: no cover - reported by the test
+        out.put((n, repr(exc)))
+
+
+@pytest.mark.slow
+def test_eight_processes_share_a_store(db_dsn: str) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_store_worker, args=(db_dsn, n, start, out)) for n in range(8)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert [err for _, err in results if err] == []
+    assert all(p.exitcode == 0 for p in procs)
+    with PostgresStore.from_conn_string(db_dsn) as store:
+        shared = store.search(("shared",), limit=1000)
+        assert len(shared) == 8 * 40
+        assert {(i.value["by"], i.value["j"]) for i in shared} == {
+            (n, j) for n in range(8) for j in range(40)
+        }
+        for n in range(8):
+            item = store.get(("own", f"p{n}"), "counter")
+            assert item is not None
+            assert item.value == {"j": 39}
+        assert len(store.list_namespaces(prefix=("own",))) == 8

@@ -328,3 +328,34 @@ def test_import_from_the_official_store_keeps_items_and_vectors(vector_dsn: str)
         assert embed.calls > calls
         with pytest.raises(PgSaverError, match=r"no table nowhere\.store"):
             store.import_official(source_schema="nowhere")
+
+
+def test_the_docs_semantic_search_example(vector_dsn: str) -> None:
+    import uuid
+
+    index = {"embed": Embedder(), "dims": DIMS, "fields": ["food_preference", "$"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    namespace_for_memory = ("1", "memories")
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        for s in (store, memory):
+            s.put(namespace_for_memory, "a", {"food_preference": "I like pizza"})
+            s.put(
+                namespace_for_memory,
+                "b",
+                {"food_preference": "I love Italian cuisine", "context": "Discussing dinner plans"},
+                index=["food_preference"],
+            )
+            s.put(
+                namespace_for_memory, "c", {"system_info": "Last updated: 2024-01-01"}, index=False
+            )
+        for query in ("What does the user like to eat?", "Italian dinner", "pizza"):
+            ours = store.search(namespace_for_memory, query=query, limit=3)
+            theirs = memory.search(namespace_for_memory, query=query, limit=3)
+            assert ranked(ours) == ranked(theirs), query
+        # stored but not searchable by meaning: found by a plain search, unscored by a query
+        assert store.get(namespace_for_memory, "c") is not None
+        assert [
+            i.score for i in store.search(namespace_for_memory, query="updated") if i.key == "c"
+        ] == [None]
+        assert uuid  # the docs make keys with uuid4; fixed keys here keep the comparison exact
