@@ -80,7 +80,11 @@ def check_value(value: object, path: str = "") -> None:
     while stack:
         obj, at = stack.pop()
         kind = type(obj)
-        if obj is None or kind is bool or kind is int:
+        if obj is None or kind is bool:
+            continue
+        if kind is int:
+            if obj.bit_length() > 14_000:
+                raise InvalidInputError(f"{at} is an int too long to write as JSON text")
             continue
         if kind is str:
             if not _metadata.encodable(obj):
@@ -166,7 +170,8 @@ def _utc(value: datetime) -> datetime:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    """As InMemoryStore's float(): numbers, bools (True is 1.0) and numeric strings."""
+    if not isinstance(value, (int, float, str)):
         return None
     try:
         return float(value)
@@ -262,8 +267,8 @@ def _pre(wanted: Any) -> Any:
         if any(v is _DROP for v in parts.values()):
             return _DROP
         return parts
-    if type(wanted) is dict and set(wanted) == {"$eq"}:
-        return _pre(wanted["$eq"])
+    if type(wanted) is dict and set(wanted) == {"$eq"} and type(wanted["$eq"]) in (str, int, float):
+        return _pre(wanted["$eq"])  # (a dict operand means equality, not containment)
     return _DROP
 
 
@@ -438,7 +443,10 @@ def vector_text(vector: Sequence[float], dims: int, what: str) -> str:
 
 
 def score(distance: float, kind: str) -> float:
-    """A similarity from pgvector's distance: higher is nearer (cosine similarity for cosine)."""
+    """A similarity from pgvector's distance: higher is nearer (cosine similarity for cosine; 0
+    for a zero vector, whose cosine distance is NaN, as InMemoryStore scores it)."""
+    if math.isnan(distance):
+        return 0.0
     return 1.0 - distance if kind == "cosine" else -distance
 
 
@@ -467,7 +475,20 @@ class SourceTables:
     def names(self) -> dict[str, str]:
         return {"store": f"{self.schema_sql}.store", "vectors": f"{self.schema_sql}.store_vectors"}
 
-    def items(self, target: str) -> bytes:
+    def items(self, target: str, spec: IndexSpec | None = None) -> bytes:
+        """A batch of items copied; with ``spec``, the vectors of the items copied (only those:
+        an item already here keeps its own)."""
+        vectors = ""
+        if spec is not None:
+            column = f"{spec.vector_type}({spec.dims})"
+            vectors = f""", vec AS (
+    INSERT INTO {target}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
+    SELECT v.prefix, v.key, v.field_name, '', v.embedding::text::{column}
+    FROM ins JOIN {self.schema_sql}.store_vectors AS v ON v.prefix = ins.prefix AND v.key = ins.key
+    ON CONFLICT (prefix, key, field) DO NOTHING
+    RETURNING 1
+)"""
+        counted = "(SELECT count(*) FROM vec)" if spec is not None else "0"
         return f"""
 WITH src AS MATERIALIZED (
     SELECT s.prefix, s.key, s.value, s.created_at, s.updated_at, s.expires_at, s.ttl_minutes
@@ -480,33 +501,24 @@ WITH src AS MATERIALIZED (
         (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
     SELECT prefix, key, value, created_at, updated_at, expires_at, ttl_minutes::float8 FROM src
     ON CONFLICT (prefix, key) DO NOTHING
-    RETURNING 1
-), last AS (
+    RETURNING prefix, key
+){vectors}, last AS (
     SELECT prefix, key FROM src ORDER BY prefix DESC, key DESC LIMIT 1
 )
 SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM ins),
-       (SELECT prefix FROM last), (SELECT key FROM last)
+       (SELECT prefix FROM last), (SELECT key FROM last), {counted}
 """.encode()
 
     def _batch(self) -> str:
         return f"{self._RANGE} AND (s.prefix, s.key) <= (%(p2)s::text, %(q2)s::text)"
 
-    def vectors(self, target: str, spec: IndexSpec) -> bytes:
-        column = f"{spec.vector_type}({spec.dims})"
-        return f"""
-WITH moved AS (
-    INSERT INTO {target}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
-    SELECT v.prefix, v.key, v.field_name, '', v.embedding::text::{column}
-    FROM {self.schema_sql}.store AS s
-    JOIN {self.schema_sql}.store_vectors AS v ON v.prefix = s.prefix AND v.key = s.key
-    WHERE {self._batch()}
-      AND EXISTS (SELECT 1 FROM {target}.pgsaver_store AS t
-                  WHERE t.prefix = v.prefix AND t.key = v.key)
-    ON CONFLICT (prefix, key, field) DO NOTHING
-    RETURNING 1
-)
-SELECT count(*) FROM moved
-""".encode()
+    def vector_column(self) -> bytes:
+        """The type of the source's embedding column (``vector(1536)``), or none."""
+        return (
+            b"SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute AS a "
+            b"WHERE a.attrelid = to_regclass(%(vectors)s) AND a.attname = 'embedding' "
+            b"AND NOT a.attisdropped"
+        )
 
     def rows(self, target: str) -> bytes:
         return f"""

@@ -300,7 +300,8 @@ class AsyncStoreBase(StoreBase):
                         logger.info("TTL sweep removed %d expired items", swept)
                 except Exception:
                     logger.exception("TTL sweep failed; trying again at the next interval")
-                with contextlib.suppress(TimeoutError):
+                # (asyncio.TimeoutError: not the builtin TimeoutError before Python 3.11)
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)
 
         self._sweeper_task = asyncio.get_running_loop().create_task(run())
@@ -315,8 +316,11 @@ class AsyncStoreBase(StoreBase):
             self._sweeper_stop.set()
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             return False
+        except (asyncio.CancelledError, Exception):  # the task's own end is not the caller's
+            if not task.done():
+                raise
         self._sweeper_task = None
         return True
 

@@ -28,6 +28,18 @@ from .retry import DEFAULT_RETRY, RetryPolicy
 
 #: expired items the TTL sweep deletes per statement
 SWEEP_BATCH = 1000
+
+
+class _StaleVectors(Exception):
+    """A field's stored vector changed between reading its hash and writing (rolls back)."""
+
+
+def _check_vectors(rows: list[Any]) -> None:
+    """store_vector_put's count of unchanged fields whose vector is not of their text any more."""
+    if rows and int(rows[0][0]):
+        raise _StaleVectors
+
+
 #: pgvector's default hnsw.ef_search: the most rows an HNSW index scan returns unless told more
 DEFAULT_EF_SEARCH = 40
 _NO_PGVECTOR = (
@@ -69,6 +81,7 @@ class PostgresStore(SyncStoreBase):
         super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
         self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
         self._sweeper: Any = None
+        self._iterative: bool | None = None
 
     @classmethod
     def from_conn_string(
@@ -203,21 +216,20 @@ class PostgresStore(SyncStoreBase):
                 results[i] = None if row is None else self._item(row)
                 if row is not None and refreshing and row[6] is not None:
                     refresh.append((prefix, key))
-        queries = sorted({op.query for _, op, _, _, _ in plan.searches if op.query})
+        # without an index a query is ignored, as by InMemoryStore and the official store
+        semantic = self.embeddings is not None and self.index_spec is not None
+        queries = sorted({op.query for _, op, _, _, _ in plan.searches if op.query and semantic})
         vectors: dict[str, str] = {}
         if queries:
-            if self.embeddings is None or self.index_spec is None:
-                raise PgSaverError(
-                    "search(query=...) needs an index: create the store with "
-                    "index={'dims': ..., 'embed': ...}"
-                )
+            assert self.embeddings is not None
+            assert self.index_spec is not None
             for text in queries:
                 embedded = self.embeddings.embed_query(text)
                 vectors[text] = _store.vector_text(
                     embedded, self.index_spec.dims, f"the query {text!r}"
                 )
         for i, op, under, flt, refreshing in plan.searches:
-            if op.query:
+            if op.query and semantic:
                 rows = self._semantic(op, under, flt, vectors[op.query])
             else:
                 rows = self._search(op, under, flt)
@@ -242,12 +254,19 @@ class PostgresStore(SyncStoreBase):
             "filter": flt.prefilter,
             "omit_expired": True,
         }
-        if flt.exact:
+        if flt.exact and not op.offset:
             rows = self._driver.fetch_all(
-                q["store_search"], {**params, "limit": op.limit, "offset": op.offset}
+                q["store_search"], {**params, "limit": op.limit, "offset": 0}
             )
             if all(row[3] is None for row in rows):  # plain rows: the prefilter was exact
                 return rows
+        elif flt.exact:
+            # the rows before the offset are read too: a lossy one the check drops moves it
+            rows = self._driver.fetch_all(
+                q["store_search"], {**params, "limit": op.offset + op.limit, "offset": 0}
+            )
+            if all(row[3] is None for row in rows):
+                return rows[op.offset :]
         # candidates checked one page at a time, then offset and limit applied here
         wanted = op.offset + op.limit
         matched: list[Any] = []
@@ -285,50 +304,76 @@ class PostgresStore(SyncStoreBase):
             "query": query,
         }
         exact = flt.exact
+        deep = False  # the ANN scan told to go on past the rows the namespace filter drops
         while True:
             search = {**params, "candidates": candidates, "rows": wanted if exact else None}
-            if candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat":
+            if not deep and (candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat"):
                 # the index's defaults return this many: one statement, one round trip
                 rows = self._driver.fetch_all(statement, search)
             else:
-                # more candidates than an HNSW scan returns by default (hnsw.ef_search), or more
-                # IVFFlat lists probed: set for this transaction only
+                # more candidates than an HNSW scan returns by default (hnsw.ef_search), more
+                # IVFFlat lists probed, and a scan that does not stop at the namespace filter:
+                # set for this transaction only
                 knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
-                rows = self._driver.run_step(
-                    _lifecycle.Step(
-                        (
-                            _lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None),
-                            _lifecycle.Stmt(statement, search, prepare=None),
-                        )
-                    )
-                )
+                steps = [_lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None)]
+                if self._iterative_scans():
+                    steps.append(_lifecycle.Stmt(q["store_iterative_scan"], None, prepare=None))
+                steps.append(_lifecycle.Stmt(statement, search, prepare=None))
+                rows = self._driver.run_step(_lifecycle.Step(tuple(steps)))
+            given, held = (int(rows[0][8]), int(rows[0][9])) if rows else (0, 0)
+            found = [row for row in rows if row[0] is not None]
             kept = [
                 row
-                for row in rows
+                for row in found
                 if (exact and row[3] is None)
                 or _store.matches(flt.filter, _store.row_to_item(row).value)
             ]
-            nearest = int(rows[0][8]) if rows else 0
-            if exact and len(kept) < len(rows):
+            if exact and len(kept) < len(found):
                 exact = False  # a lossy row failed the check: read every candidate
                 continue
-            if len(kept) >= wanted or nearest < candidates:
+            if len(kept) >= wanted:
                 break
+            if given < held and not deep and spec.kind != "flat":
+                deep = True  # the index stopped before the prefix's vectors ran out
+                continue
+            if given < candidates:
+                break  # every vector under the prefix was seen
             candidates *= 4
         scored = [
             (*row[:7], _store.score(float(row[7]), spec.distance))
             for row in kept[op.offset : wanted]
         ]
         if len(scored) < op.limit:
-            unscored = self._driver.fetch_all(
-                q["store_unscored"], {**params, "limit": op.limit - len(scored)}
-            )
             scored.extend(
-                (*row[:7], None)
-                for row in unscored
-                if _store.matches(flt.filter, _store.row_to_item(row).value)
+                (*row[:7], None) for row in self._unscored(params, flt, op.limit - len(scored))
             )
         return scored
+
+    def _unscored(self, params: dict[str, Any], flt: _store.FilterPlan, need: int) -> list[Any]:
+        """Up to ``need`` items without vectors that pass the filter, newest first."""
+        out: list[Any] = []
+        start = 0
+        page = max(SEARCH_PAGE, need)
+        while len(out) < need:
+            rows = self._driver.fetch_all(
+                self._q["store_unscored"], {**params, "limit": page, "offset": start}
+            )
+            out.extend(
+                row for row in rows if _store.matches(flt.filter, _store.row_to_item(row).value)
+            )
+            if len(rows) < page:
+                break
+            start += page
+        return out[:need]
+
+    def _iterative_scans(self) -> bool:
+        """Whether the server's pgvector has iterative index scans (0.8 or newer)."""
+        if self._iterative is None:
+            row = self._driver.fetch_one(self._q["store_pgvector_version"], {})
+            parts = str(row[0] if row else "0").split(".")
+            version = tuple(int(p) for p in parts[:2] if p.isdigit())
+            self._iterative = version >= (0, 8)
+        return self._iterative
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         start = _store.literal_prefix(op.match_conditions or ())
@@ -344,6 +389,15 @@ class PostgresStore(SyncStoreBase):
         return self._namespaces(op, (row[0] for row in rows))
 
     def _write(self, plan: BatchPlan) -> None:
+        for _ in range(3):
+            try:
+                self._write_once(plan)
+                return
+            except _StaleVectors:
+                continue  # another writer changed a field meanwhile: read and embed again
+        self._write_once(plan)
+
+    def _write_once(self, plan: BatchPlan) -> None:
         put, delete = self._put_params(plan)
         q = self._q
         vectors = None
@@ -372,7 +426,9 @@ class PostgresStore(SyncStoreBase):
         if len(statements) == 1:
             self._driver.execute(statements[0].query, statements[0].params or {})
         elif statements:
-            self._driver.run_step(_lifecycle.Step(tuple(statements)))
+            self._driver.run_step(
+                _lifecycle.Step(tuple(statements), then=_check_vectors if vectors else None)
+            )
 
     # ------------------------------------------------------------------ import
 
@@ -405,6 +461,16 @@ class PostgresStore(SyncStoreBase):
                 "source_schema= (the schema its tables are in)"
             )
         spec = self.index_spec
+        copy = spec if spec is not None and has_vectors and not reembed else None
+        if copy is not None:
+            column = self._driver.fetch_one(source.vector_column(), source.names())
+            want = f"{copy.vector_type}({copy.dims})"
+            have = column[0] if column else None
+            if have is not None and have.split("(")[-1] != want.split("(")[-1]:
+                raise PgSaverError(
+                    f"the official store's vectors are {have} and this store's index is {want}: "
+                    "import with reembed=True to embed the items with this index"
+                )
         counts = {"items": 0, "imported": 0, "vectors": 0, "embedded": 0}
         after: tuple[str, str] | None = None
         while True:
@@ -415,22 +481,21 @@ class PostgresStore(SyncStoreBase):
             }
             rows = self._driver.run_step(
                 _lifecycle.Step(
-                    (_lifecycle.Stmt(source.items(q.schema_sql), {**keys, "limit": batch}),),
+                    (_lifecycle.Stmt(source.items(q.schema_sql, copy), {**keys, "limit": batch}),),
                     lock_timeout=30.0,
                 )
             )
-            read, imported, last_prefix, last_key = rows[0]
+            read, imported, last_prefix, last_key, moved = rows[0]
             if not read:
                 break
             counts["items"] += int(read)
             counts["imported"] += int(imported)
-            batch_keys = {**keys, "p2": last_prefix, "q2": last_key}
-            if spec is not None and has_vectors and not reembed:
-                moved = self._driver.fetch_one(source.vectors(q.schema_sql, spec), batch_keys)
-                counts["vectors"] += int(moved[0]) if moved else 0
+            counts["vectors"] += int(moved)
             if spec is not None and reembed:
                 counts["embedded"] += self._reembed(
-                    self._driver.fetch_all(source.rows(q.schema_sql), batch_keys)
+                    self._driver.fetch_all(
+                        source.rows(q.schema_sql), {**keys, "p2": last_prefix, "q2": last_key}
+                    )
                 )
             after = (last_prefix, last_key)
             if progress is not None:

@@ -1228,7 +1228,9 @@ JOIN unnest(%(prefixes)b::text[], %(keys)b::text[]) AS u(prefix, key)
 
 -- name: store_vector_put
 -- The vectors of the items a batch put: fields no longer indexed go; new and changed ones are
--- written (an unchanged field comes with a NULL embedding and keeps its row).
+-- written (an unchanged field comes with a NULL embedding and keeps its row). The count: unchanged
+-- fields whose stored vector is not of that text any more (another writer changed it after the
+-- hashes were read); the store then rolls back and embeds again.
 WITH gone AS (
     DELETE FROM {schema}.pgsaver_store_vectors AS v
     USING unnest(%(item_prefixes)b::text[], %(item_keys)b::text[]) AS i(prefix, key)
@@ -1237,22 +1239,42 @@ WITH gone AS (
           SELECT 1 FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(fields)b::text[])
               AS n(prefix, key, field)
           WHERE n.prefix = v.prefix AND n.key = v.key AND n.field = v.field)
+), written AS (
+    INSERT INTO {schema}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
+    SELECT n.prefix, n.key, n.field, n.hash, n.embedding::{vtype}
+    FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(fields)b::text[], %(hashes)b::text[],
+                %(embeddings)b::text[]) AS n(prefix, key, field, hash, embedding)
+    WHERE n.embedding IS NOT NULL
+    ON CONFLICT (prefix, key, field) DO UPDATE
+    SET text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding
+    RETURNING 1
 )
-INSERT INTO {schema}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
-SELECT n.prefix, n.key, n.field, n.hash, n.embedding::{vtype}
+SELECT count(*)
 FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(fields)b::text[], %(hashes)b::text[],
             %(embeddings)b::text[]) AS n(prefix, key, field, hash, embedding)
-WHERE n.embedding IS NOT NULL
-ON CONFLICT (prefix, key, field) DO UPDATE
-SET text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding
+WHERE n.embedding IS NULL
+  AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
+                  WHERE v.prefix = n.prefix AND v.key = n.key AND v.field = n.field
+                    AND v.text_hash = n.hash)
 
 -- name: store_ef_search
+-- For one transaction: more candidates from an ANN scan.
 SELECT set_config('hnsw.ef_search', %(ef)s, true), set_config('ivfflat.probes', %(probes)s, true)
+
+-- name: store_iterative_scan
+-- For one transaction, on pgvector 0.8 or newer: an ANN scan goes on past the rows a namespace
+-- filter drops, until it has its LIMIT.
+SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
+       set_config('ivfflat.iterative_scan', 'relaxed_order', true)
+
+-- name: store_pgvector_version
+SELECT extversion FROM pg_extension WHERE extname = 'vector'
 
 -- name: store_vector_search
 -- The items nearest to %(query)s under a namespace prefix: the %(candidates)s nearest vectors
--- (the index's order), an item's best field, the value filter, expiry; nearest first. The last
--- column is the distance.
+-- (the index's order), an item's best field, the value filter, expiry; nearest first. Then the
+-- distance, how many vectors the scan gave, and how many (up to %(candidates)s) the prefix holds:
+-- fewer given than held means the index scan stopped early. One row of NULLs when none is left.
 WITH nearest AS MATERIALIZED (
     SELECT v.prefix, v.key, v.embedding {vop} %(query)s::{vtype} AS distance
     FROM {schema}.pgsaver_store_vectors AS v
@@ -1261,16 +1283,28 @@ WITH nearest AS MATERIALIZED (
     LIMIT %(candidates)s
 ), best AS (
     SELECT n.prefix, n.key, min(n.distance) AS distance FROM nearest AS n GROUP BY n.prefix, n.key
+), found AS (
+    SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes,
+           b.distance
+    FROM best AS b
+    JOIN {schema}.pgsaver_store AS s ON s.prefix = b.prefix AND s.key = b.key
+    WHERE (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
+      AND (s.expires_at IS NULL OR s.expires_at > now())
+    ORDER BY b.distance, s.prefix, s.key
+    -- when the prefilter is exact, only the rows asked for travel (NULL: every candidate)
+    LIMIT %(rows)s
+), counts AS (
+    SELECT (SELECT count(*) FROM nearest) AS given,
+           (SELECT count(*) FROM (
+                SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
+                WHERE (%(prefix)s::text IS NULL OR v.prefix = %(prefix)s OR v.prefix LIKE %(below)s)
+                LIMIT %(candidates)s) AS h) AS held
 )
-SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes,
-       b.distance, (SELECT count(*) FROM nearest)
-FROM best AS b
-JOIN {schema}.pgsaver_store AS s ON s.prefix = b.prefix AND s.key = b.key
-WHERE (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
-  AND (s.expires_at IS NULL OR s.expires_at > now())
-ORDER BY b.distance, s.prefix, s.key
--- when the prefilter is exact, only the rows asked for travel (NULL: every candidate)
-LIMIT %(rows)s
+SELECT f.prefix, f.key, f.value, f.value_exact, f.created_at, f.updated_at, f.ttl_minutes,
+       f.distance, c.given, c.held
+FROM counts AS c
+LEFT JOIN found AS f ON true
+ORDER BY f.distance, f.prefix, f.key
 
 -- name: store_unscored
 -- Items under a namespace prefix that have no vector (put with index=False, or no text in the
@@ -1283,7 +1317,7 @@ WHERE (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(belo
   AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
                   WHERE v.prefix = s.prefix AND v.key = s.key)
 ORDER BY s.updated_at DESC, s.prefix, s.key
-LIMIT %(limit)s
+LIMIT %(limit)s OFFSET %(offset)s
 
 -- name: store_vector_extension
 CREATE EXTENSION IF NOT EXISTS vector

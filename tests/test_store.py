@@ -538,6 +538,9 @@ TRICKY_FILTERS = [
     {"n": {"$gt": 0.5}},
     {"n": {"$lte": 1}},
     {"n": {"$eq": "a"}},
+    {"n": {"$gte": 1}},
+    {"n": {"$gt": False}},
+    {"n": {"$eq": {"x": 1}}},
 ]
 
 
@@ -556,8 +559,7 @@ def test_tricky_filters_select_what_in_memory_store_selects(store: PostgresStore
             theirs = sorted(
                 f"v{i:02d}"
                 for i, v in enumerate(TRICKY_VALUES)
-                if isinstance(v.get("n"), (int, float, str))
-                and not isinstance(v.get("n"), bool)
+                if isinstance(v.get("n"), (int, float, str))  # bools too: True is 1.0
                 and _is_number(v["n"])
                 and _cmp(float(v["n"]), next(iter(flt["n"])), next(iter(flt["n"].values())))
             )
@@ -679,3 +681,26 @@ def test_a_store_on_a_single_connection_and_a_deserializer(db_dsn: str) -> None:
             pass
         assert store.get(("c",), "kept") is not None
         assert store.get(("c",), "rolled back") is None
+
+
+def test_an_offset_counts_only_matches_when_a_lossy_row_is_among_the_candidates(
+    store: PostgresStore,
+) -> None:
+    for key, s in (("k3", "x"), ("k2", "x"), ("k1", "x\x00")):  # k1 newest, and lossy
+        store.put(("o",), key, {"s": s})
+    assert [i.key for i in store.search(("o",), filter={"s": "x"}, limit=10)] == ["k2", "k3"]
+    assert [i.key for i in store.search(("o",), filter={"s": "x"}, offset=1, limit=1)] == ["k3"]
+
+
+def test_eq_with_a_dict_means_equality(store: PostgresStore) -> None:
+    store.put(("e",), "exact", {"a": {"b": 2}})
+    store.put(("e",), "more", {"a": {"b": 2, "c": 3}})
+    assert [i.key for i in store.search(("e",), filter={"a": {"$eq": {"b": 2}}})] == ["exact"]
+    assert sorted(i.key for i in store.search(("e",), filter={"a": {"b": 2}})) == ["exact", "more"]
+
+
+def test_a_query_without_an_index_is_ignored_as_by_the_official_store(store: PostgresStore) -> None:
+    store.put(("q",), "k", {"text": "pizza"})
+    found = store.search(("q",), query="pizza")
+    assert [i.key for i in found] == ["k"]
+    assert found[0].score is None

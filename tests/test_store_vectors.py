@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_pg_saver import (
@@ -247,8 +248,8 @@ def test_without_pgvector_everything_else_works(db_dsn: str) -> None:
     with PostgresStore.from_conn_string(db_dsn) as plain:
         plain.put(("a",), "k", {"text": "pizza"})
         assert plain.search(("a",), filter={"text": "pizza"})[0].key == "k"
-        with pytest.raises(PgSaverError, match="needs an index"):
-            plain.search(("a",), query="pizza")
+        # without an index a query is ignored, as by the official store
+        assert [i.key for i in plain.search(("a",), query="pizza")] == ["k"]
 
 
 def test_bad_index_configs_are_refused() -> None:
@@ -359,3 +360,131 @@ def test_the_docs_semantic_search_example(vector_dsn: str) -> None:
             i.score for i in store.search(namespace_for_memory, query="updated") if i.key == "c"
         ] == [None]
         assert uuid  # the docs make keys with uuid4; fixed keys here keep the comparison exact
+
+
+def _brute(query: str, items: dict[str, str], k: int) -> list[str]:
+    (q,) = Embedder()([query])
+    scored = []
+    for key, text in items.items():
+        (v,) = Embedder()([text])
+        norm = math.hypot(*q) * math.hypot(*v)
+        scored.append((-(sum(a * b for a, b in zip(q, v, strict=True)) / norm if norm else 0), key))
+    return [key for _, key in sorted(scored)[:k]]
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "flat"])
+def test_a_filter_that_only_far_items_pass_still_finds_them(vector_dsn: str, kind: str) -> None:
+    index = {
+        "dims": DIMS,
+        "embed": Embedder(),
+        "fields": ["text"],
+        "ann_index_config": {"kind": kind},
+    }
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        for s in (store, memory):
+            s.batch(
+                [
+                    PutOp(("n",), f"c{i}", {"text": f"pizza cheese {i}", "tag": "common"})
+                    for i in range(100)
+                ]
+                + [
+                    PutOp(("n",), f"r{i}", {"text": f"dog cat bird {i}", "tag": "rare"})
+                    for i in range(3)
+                ]
+                + [PutOp(("n",), f"u{i}", {"text": "x", "n": i % 2}, index=False) for i in range(6)]
+            )
+        for flt, limit in (({"tag": "rare"}, 10), ({"n": 1}, 3), (None, 5)):
+            ours = store.search(("n",), query="pizza cheese", filter=flt, limit=limit)
+            theirs = memory.search(("n",), query="pizza cheese", filter=flt, limit=limit)
+            assert sorted(ranked(ours)) == sorted(ranked(theirs)), flt
+
+
+def test_an_hnsw_search_under_a_small_prefix_is_complete(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": Embedder(), "fields": ["text"]}
+    rng = __import__("random").Random(7)
+    words = [
+        "pizza",
+        "cheese",
+        "dog",
+        "cat",
+        "bird",
+        "rex",
+        "chef",
+        "work",
+        "travel",
+        "music",
+        "coffee",
+        "tea",
+        "book",
+        "film",
+    ]
+    mine = {f"m{i}": " ".join(rng.choice(words) for _ in range(4)) for i in range(60)}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        for start in range(0, 3000, 500):
+            store.batch(
+                [
+                    PutOp(
+                        ("other",), f"o{i}", {"text": " ".join(rng.choice(words) for _ in range(4))}
+                    )
+                    for i in range(start, start + 500)
+                ]
+            )
+        store.batch([PutOp(("mine",), k, {"text": t}) for k, t in mine.items()])
+        with psycopg.connect(vector_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        for query in ("pizza dog", "music coffee book"):
+            found = store.search(("mine",), query=query, limit=30)
+            assert len(found) == 30
+            want = _brute(query, mine, 60)
+            scores = {k: s for k, s in zip(want, range(60), strict=True)}
+            # the 30 best (ties broken either way at the edge)
+            assert max(scores[i.key] for i in found) < 30 + 10, query
+
+
+def test_a_field_changed_by_another_writer_meanwhile_is_embedded_again(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": Embedder(), "fields": ["title", "body"]}
+    with (
+        PostgresStore.from_conn_string(vector_dsn, index=index) as other,  # type: ignore[arg-type]
+    ):
+        other.setup()
+        other.put(("r",), "k", {"title": "pizza", "body": "one"})
+
+        class Racing(Embedder):
+            def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+                if "two" in texts and not self.calls:
+                    # between this writer reading the stored hashes and writing
+                    other.put(("r",), "k", {"title": "dog", "body": "one"})
+                return super().__call__(texts)
+
+        racing = {**index, "embed": Racing()}
+        with PostgresStore.from_conn_string(vector_dsn, index=racing) as store:  # type: ignore[arg-type]
+            store.put(("r",), "k", {"title": "pizza", "body": "two"})
+            item = store.get(("r",), "k")
+            assert item is not None
+            assert item.value == {"title": "pizza", "body": "two"}
+            found = store.search(("r",), query="pizza", limit=1)
+            assert found[0].score == pytest.approx(1.0)  # the title's vector is pizza's again
+
+
+def test_an_import_leaves_an_item_already_here_alone(vector_dsn: str) -> None:
+    from langgraph.store.postgres import PostgresStore as OfficialStore
+
+    index = {"dims": DIMS, "embed": Embedder(), "fields": ["text"]}
+    with OfficialStore.from_conn_string(vector_dsn, index=index) as official:  # type: ignore[arg-type]
+        official.setup()
+        official.put(("u",), "b", {"text": "dog"})
+        official.put(("u",), "c", {"text": "cat"})
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.put(("u",), "b", {"text": "mine"}, index=False)
+        counts = store.import_official()
+        assert counts["imported"] == 1
+        assert counts["vectors"] == 1
+        item = store.get(("u",), "b")
+        assert item is not None
+        assert item.value == {"text": "mine"}
+        found = {i.key: i.score for i in store.search(("u",), query="dog")}
+        assert found["b"] is None  # no vector of the source's "dog" attached to it
