@@ -30,7 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from . import _core, _lifecycle, _metadata
+from . import _core, _import, _lifecycle, _metadata
 from ._base import (
     DEFAULT_PREPARE_THRESHOLD,
     DEFAULT_SCHEMA,
@@ -469,6 +469,39 @@ class AsyncPostgresSaver(SaverBase):
         )
         return report
 
+    async def aimport_official(
+        self,
+        *,
+        source_schema: str = DEFAULT_SCHEMA,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        dry_run: bool = False,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Copy the threads of ``langgraph-checkpoint-postgres`` (its tables ``checkpoints``,
+        ``checkpoint_blobs`` and ``checkpoint_writes`` in ``source_schema`` of this database)
+        into this saver: every namespace, pending writes, inline values, old-format checkpoints.
+
+        Threads go in id order, ``thread_batch`` per transaction. Idempotent: a checkpoint, blob
+        or write already here is left as it is, so an interrupted import resumes by running
+        again (or from ``start_after=report.last_thread_id``). ``dry_run`` counts what the source
+        holds and writes nothing. The saver's ``serde`` must read what the official saver wrote
+        (its default serializer does). ``langgraph-pg-saver import-official --verify`` also
+        compares every imported thread with what the official saver reads.
+        """
+        report: Report = await self._driver.drive(
+            _import.import_official(
+                self._q,
+                self.serde,
+                source_schema=source_schema,
+                thread_batch=thread_batch,
+                dry_run=dry_run,
+                start_after=start_after,
+                progress=progress,
+            )
+        )
+        return report
+
     async def adelete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
         self, run_ids: Sequence[str]
     ) -> Report:
@@ -552,6 +585,7 @@ class AsyncPostgresSaver(SaverBase):
     prune = _bridged("prune")
     copy_thread = _bridged("copy_thread")
     reencrypt = _bridged("reencrypt")
+    import_official = _bridged("import_official")
     delete_for_runs = _bridged("delete_for_runs")
     retention = _bridged("retention")
     healthcheck = _bridged("healthcheck")

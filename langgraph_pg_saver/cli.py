@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import psycopg
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import sql
 
 from . import _migrate
 from ._base import DEFAULT_SCHEMA
@@ -1081,7 +1082,15 @@ def _shell_quote(text: str) -> str:
 class _Progress:
     """A rich progress bar on a terminal; plain log lines on stderr otherwise."""
 
-    def __init__(self, interactive: bool, total: int | None, thread_batch: int) -> None:
+    def __init__(
+        self,
+        interactive: bool,
+        total: int | None,
+        thread_batch: int,
+        label: str = "prune",
+        verb: str = "removed",
+    ) -> None:
+        self.label, self.verb = label, verb
         self.last: Report | None = None
         self.thread_batch = thread_batch
         self.total = total
@@ -1091,7 +1100,7 @@ class _Progress:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
-                TextColumn("[bold]prune[/bold]"),
+                TextColumn(f"[bold]{label}[/bold]"),
                 BarColumn(),
                 TextColumn("{task.completed:,.0f}/{task.total:,.0f} threads" if total else ""),
                 TextColumn("{task.fields[info]}"),
@@ -1106,7 +1115,7 @@ class _Progress:
         self.calls += 1
         info = (
             f"so far {report.checkpoints:,} checkpoints, {report.writes:,} writes, "
-            f"{report.blobs:,} blobs removed; last thread {report.last_thread_id!r}"
+            f"{report.blobs:,} blobs {self.verb}; last thread {report.last_thread_id!r}"
         )
         if self.bar is not None:
             walked = self.calls * self.thread_batch
@@ -1114,7 +1123,7 @@ class _Progress:
                 walked = min(walked, self.total)
             self.bar.update(self.task, completed=walked, info=info)
         else:
-            click.echo(f"prune: thread batch {self.calls} done; {info}", err=True)
+            click.echo(f"{self.label}: thread batch {self.calls} done; {info}", err=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -1212,6 +1221,132 @@ def delete_runs(c: Ctx, run_ids: tuple[str, ...], yes: bool, as_json: bool) -> N
     _print_report(report, as_json, "deleted")
 
 
+# --------------------------------------------------------------------------- import
+
+
+@main_group.command("import-official")
+@click.option(
+    "--source-schema",
+    default=DEFAULT_SCHEMA,
+    show_default=True,
+    help="The schema of langgraph-checkpoint-postgres's tables (checkpoints, ...).",
+)
+@click.option(
+    "--thread-batch",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Threads copied per transaction.",
+)
+@click.option("--start-after", default="", help="Resume after this thread id.")
+@click.option("--dry-run", is_flag=True, help="Count what the source holds; write nothing.")
+@click.option(
+    "--verify/--no-verify",
+    default=True,
+    show_default=True,
+    help="Afterwards, compare every imported thread with what the official saver reads.",
+)
+@click.option("--store", "with_store", is_flag=True, help="Also the official store's items.")
+@json_option
+@pass_ctx
+def import_official(
+    c: Ctx,
+    source_schema: str,
+    thread_batch: int,
+    start_after: str,
+    dry_run: bool,
+    verify: bool,
+    with_store: bool,
+    as_json: bool,
+) -> None:
+    """Copy the history of langgraph-checkpoint-postgres (same database) into our tables:
+    idempotent and resumable; then verify it."""
+    progress = _Progress(False, None, thread_batch, "import", "copied")
+    out: dict[str, Any] = {}
+    with c.saver() as saver:
+        try:
+            report = saver.import_official(
+                source_schema=source_schema,
+                thread_batch=thread_batch,
+                dry_run=dry_run,
+                start_after=start_after,
+                progress=progress.update,
+            )
+        except KeyboardInterrupt:
+            last = progress.last.last_thread_id if progress.last else None
+            click.echo(f"interrupted: nothing half-done. {_resume_hint(last)}", err=True)
+            sys.exit(130)
+        out["saver"] = report.as_dict()
+        if verify and not dry_run:
+            out["verify"] = _verify_import(c, saver, source_schema, start_after)
+    if with_store and not dry_run:
+        from .store import PostgresStore
+
+        with PostgresStore.from_conn_string(c.dsn, schema=c.schema) as store:
+            store.setup(check=True)
+            out["store"] = store.import_official(source_schema=source_schema)
+    if as_json:
+        emit_json(out)
+    else:
+        _print_report(report, False, "would import" if dry_run else "imported")
+        if "store" in out:
+            click.echo(
+                f"store: {out['store']['imported']:,} of {out['store']['items']:,} items imported"
+            )
+        if "verify" in out:
+            v = out["verify"]
+            click.echo(
+                f"verified {v['threads']:,} threads: "
+                + (
+                    "every state and history equal"
+                    if not v["different"]
+                    else f"{len(v['different'])} differ: {', '.join(v['different'][:10])}"
+                )
+            )
+    if out.get("verify", {}).get("different"):
+        sys.exit(1)
+
+
+def _verify_import(
+    c: Ctx, saver: PostgresSaver, source_schema: str, start_after: str
+) -> dict[str, Any]:
+    """Every imported thread, as the official saver reads it and as we do: the same
+    checkpoints, values, metadata and pending writes, in the same order."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+    except ImportError:
+        raise Failure(
+            "--verify reads the source with langgraph-checkpoint-postgres, which is not "
+            "installed: pip install langgraph-checkpoint-postgres, or pass --no-verify"
+        ) from None
+    different: list[str] = []
+    threads = 0
+    with psycopg.connect(c.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(source_schema)))
+        official = OfficialSaver(conn)  # type: ignore[arg-type]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s ORDER BY 1",
+                (start_after,),
+            )
+        ]
+        for thread in ids:
+            threads += 1
+            cfg: Any = {"configurable": {"thread_id": thread}}
+            theirs = [
+                (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+                for t in official.list(cfg)
+            ]
+            ours = [
+                (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+                for t in saver.list(cfg)
+            ]
+            if ours != theirs:
+                different.append(thread)
+    return {"threads": threads, "different": different}
+
+
 # --------------------------------------------------------------------------- reencrypt
 
 
@@ -1236,7 +1371,7 @@ def reencrypt(
     c.serde = load_serde(keys_file, current, no_strict)
     if c.serde is None:
         raise click.UsageError("reencrypt needs keys: --keys-file or $LANGGRAPH_PG_KEYS")
-    progress = _Progress(False, None, 1)
+    progress = _Progress(False, None, 1, "reencrypt", "sealed again")
     with c.saver() as saver:
         try:
             report = saver.reencrypt(

@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from . import _core, _lifecycle, _metadata
+from . import _core, _import, _lifecycle, _metadata
 from ._base import (
     DEFAULT_PREPARE_THRESHOLD,
     DEFAULT_SCHEMA,
@@ -393,6 +393,39 @@ class PostgresSaver(SaverBase):
         report: Report = self._driver.drive(
             _lifecycle.reencrypt(
                 self._q, crypt, thread_id=thread_id, batch=batch, full=full, progress=progress
+            )
+        )
+        return report
+
+    def import_official(
+        self,
+        *,
+        source_schema: str = DEFAULT_SCHEMA,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        dry_run: bool = False,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Copy the threads of ``langgraph-checkpoint-postgres`` (its tables ``checkpoints``,
+        ``checkpoint_blobs`` and ``checkpoint_writes`` in ``source_schema`` of this database)
+        into this saver: every namespace, pending writes, inline values, old-format checkpoints.
+
+        Threads go in id order, ``thread_batch`` per transaction. Idempotent: a checkpoint, blob
+        or write already here is left as it is, so an interrupted import resumes by running
+        again (or from ``start_after=report.last_thread_id``). ``dry_run`` counts what the source
+        holds and writes nothing. The saver's ``serde`` must read what the official saver wrote
+        (its default serializer does). ``langgraph-pg-saver import-official --verify`` also
+        compares every imported thread with what the official saver reads.
+        """
+        report: Report = self._driver.drive(
+            _import.import_official(
+                self._q,
+                self.serde,
+                source_schema=source_schema,
+                thread_batch=thread_batch,
+                dry_run=dry_run,
+                start_after=start_after,
+                progress=progress,
             )
         )
         return report

@@ -492,3 +492,35 @@ def test_the_resume_hint_hides_the_password() -> None:
     assert "password=****" in masked[1]
     (one,) = cli_module._masked(["--dsn=host=db password=x"])
     assert sorted(one.removeprefix("--dsn=").split()) == ["host=db", "password=****"]
+
+
+def test_import_official_dry_run_then_import_and_verify(db_dsn: str) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+    from langgraph.store.postgres import PostgresStore as OfficialStore
+
+    with OfficialSaver.from_conn_string(db_dsn) as official:
+        official.setup()
+        graph = two_nodes().compile(checkpointer=official)
+        for i in range(4):
+            graph.invoke({"foo": "x", "bar": [f"v{i}"]}, {"configurable": {"thread_id": f"o-{i}"}})
+    with OfficialStore.from_conn_string(db_dsn) as store:
+        store.setup()
+        store.put(("users", "u1"), "m", {"text": "hello"})
+    plan = cli_json("import-official", "--dry-run", dsn=db_dsn)
+    assert plan["saver"]["checkpoints"] == 16
+    assert stored(db_dsn)["checkpoints"] == []
+    done = cli_json("import-official", "--store", "--thread-batch", "3", dsn=db_dsn)
+    assert done["saver"]["checkpoints"] == 16
+    assert done["verify"] == {"threads": 4, "different": []}
+    assert done["store"]["imported"] == 1
+    text = cli("import-official", dsn=db_dsn).stdout
+    assert "imported 0 checkpoints" in text
+    assert "verified 4 threads: every state and history equal" in text
+    # a thread that differs from the source (changed here after the import): verify names it
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            """UPDATE pgsaver_checkpoints SET metadata = metadata || '{"x": 1}'"""
+            " WHERE thread_id = 'o-2'"
+        )
+    changed = cli("import-official", dsn=db_dsn, check=1)
+    assert "1 differ: o-2" in changed.stdout

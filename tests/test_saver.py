@@ -507,6 +507,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "delete_for_runs": "adelete_for_runs",
         "retention": "aretention",
         "reencrypt": "areencrypt",
+        "import_official": "aimport_official",
         "healthcheck": "ahealthcheck",
         "stats": "stats",
     }
@@ -529,6 +530,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "delete_for_runs",
         "retention",
         "reencrypt",
+        "import_official",
         "healthcheck",
     ):
         assert inspect.signature(getattr(PostgresSaver, name)) == inspect.signature(
@@ -538,7 +540,13 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
     public_async = {n for n in dir(AsyncPostgresSaver) if not n.startswith("_")}
     assert public_sync - public_async == set()
     # the async saver adds its loop and the async twins of our own extensions
-    assert public_async - public_sync <= {"loop", "aretention", "areencrypt", "ahealthcheck"}
+    assert public_async - public_sync <= {
+        "loop",
+        "aretention",
+        "areencrypt",
+        "aimport_official",
+        "ahealthcheck",
+    }
 
 
 def test_versions_are_compatible_with_the_official_format(saver: PostgresSaver) -> None:

@@ -72,6 +72,7 @@ _SAVER_METHODS = {
         "prune",
         "copy_thread",
         "reencrypt",
+        "import_official",
         "delete_for_runs",
         "retention",
         "healthcheck",
