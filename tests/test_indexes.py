@@ -261,3 +261,97 @@ def test_writes_stay_on_their_key_when_statistics_saw_a_large_fan_out(
             if seq_scans(plan):
                 bad[name] = seq_scans(plan)
         assert not bad, f"sequential scans: {bad}"
+
+
+def _scans_by_thread(plan: Any) -> list[str]:
+    """The scans of our tables in a plan that do not select by thread_id (docs/scaling.md: each
+    must, for a statement to stay on one shard of a table distributed by thread_id)."""
+    wrong = []
+    for n in plan_nodes(plan):
+        if n.get("Relation Name") not in TABLES or "Scan" not in n["Node Type"]:
+            continue
+        conditions = " ".join(
+            str(n.get(k, "")) for k in ("Index Cond", "Recheck Cond", "Filter", "Join Filter")
+        )
+        if "thread_id" not in conditions:
+            wrong.append(f"{n['Node Type']} on {n['Relation Name']}")
+    return wrong
+
+
+def test_every_hot_path_statement_stays_on_its_thread(
+    seeded: tuple[str, PostgresSaver, Any],
+) -> None:
+    """Every statement LangGraph runs per step reads and writes only rows of one thread, by its
+    thread_id (the claim of docs/scaling.md about distributing the tables by thread_id)."""
+    from helpers import checkpoint, config
+
+    from langgraph_pg_saver import _core
+
+    dsn, saver, hist = seeded
+    q = saver._q
+    tid = hist.thread_id
+    last = hist.nodes[-1].checkpoint_id
+    parent = {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last}}
+    cp = checkpoint({"a": "x", "b": [1]})
+    put = _core.put_params(saver.serde, parent, cp, {"step": 1}, cp["channel_versions"])
+    many = _core.put_params(
+        saver.serde, parent, cp, {"step": 1}, cp["channel_versions"], values_max=0
+    )
+    writes = _core.put_writes_params(saver.serde, parent, [("a", 1), ("b", 2)], "task", "")
+    special = _core.put_writes_params(saver.serde, parent, [("__interrupt__", 1)], "task", "")
+    assert writes is not None
+    assert special is not None
+    insert, upsert = saver._put_sql(put)
+    insert_many, upsert_many = saver._put_sql(many)
+    write_new, write_upsert = saver._put_writes_sql(writes)
+    special_sql, _ = saver._put_writes_sql(special)
+    assert write_upsert is not None
+    cases: dict[str, tuple[bytes, dict[str, Any]]] = {
+        "put": (insert, put.params),
+        "put (upsert)": (upsert, put.params),
+        "put, arrays": (insert_many, many.params),
+        "put, arrays (upsert)": (upsert_many, many.params),
+        "put (parent not stored)": (
+            q.render("put_orphan", blob_rows=put.rows, claim=False),
+            put.params,
+        ),
+        "put_writes": (write_new, writes.params),
+        "put_writes (upsert)": (write_upsert, writes.params),
+        "put_writes, special": (special_sql, special.params),
+        "get_tuple": (q.get_tuple(("thread", "ns")), {"thread_id": tid, "checkpoint_ns": ""}),
+        "get_tuple by id": (
+            q.get_tuple(("thread", "ns", "id")),
+            {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last},
+        ),
+        "list(thread)": (
+            q.read_tuples(("thread", "ns", "before")),
+            {"thread_id": tid, "checkpoint_ns": "", "before": last, "limit": 20},
+        ),
+        "list(thread) across namespaces": (
+            q.read_tuples(("thread",)),
+            {"thread_id": tid, "limit": 20},
+        ),
+        "delta history": (
+            q.render("delta_history", where=("thread", "ns", "id")),
+            {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last, "channels": ["a"]},
+        ),
+        "delete_thread": (q["delete_thread"], {"thread_id": tid}),
+    }
+    assert config  # (helpers)
+    bad: dict[str, list[str]] = {}
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET enable_seqscan = off")  # what remains a full scan has no thread key
+        for name, (query, params) in cases.items():
+            row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, params).fetchone()
+            assert row is not None
+            wrong = _scans_by_thread(row[0])
+            if wrong:
+                bad[name] = wrong
+        # the check sees a statement that does fan out: list(None, filter=...)
+        row = conn.execute(
+            b"EXPLAIN (FORMAT JSON) " + q.read_tuples(("filter",)),
+            {"filter": '{"step": 3}', "limit": 10},
+        ).fetchone()
+        assert row is not None
+        assert _scans_by_thread(row[0])
+    assert not bad, f"statements that leave their thread: {bad}"
