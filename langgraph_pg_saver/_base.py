@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -20,6 +21,17 @@ DEFAULT_PREPARE_THRESHOLD = 5
 POOL_MAX_IDLE = 230.0
 #: and every connection is replaced after this many (psycopg_pool's default is an hour)
 POOL_MAX_LIFETIME = 1800.0
+
+
+def pool_options(timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The psycopg_pool options of the pools ``from_conn_string`` makes (savers and stores):
+    the wait for a connection, the idle and lifetime limits; ``extra`` takes precedence."""
+    return {
+        "timeout": timeout,
+        "max_idle": POOL_MAX_IDLE,
+        "max_lifetime": POOL_MAX_LIFETIME,
+        **(extra or {}),
+    }
 
 
 class SaverBase(BaseCheckpointSaver[str]):

@@ -34,9 +34,8 @@ from . import _core, _import, _lifecycle, _metadata
 from ._base import (
     DEFAULT_PREPARE_THRESHOLD,
     DEFAULT_SCHEMA,
-    POOL_MAX_IDLE,
-    POOL_MAX_LIFETIME,
     SaverBase,
+    pool_options,
 )
 from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
 from ._lifecycle import Report
@@ -198,12 +197,7 @@ class AsyncPostgresSaver(SaverBase):
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
         kwargs = _core.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
-        options: dict[str, Any] = {
-            "timeout": timeout,
-            "max_idle": POOL_MAX_IDLE,
-            "max_lifetime": POOL_MAX_LIFETIME,
-            **(pool_kwargs or {}),
-        }
+        options = pool_options(timeout, pool_kwargs)
         pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
             conn_string,
             min_size=min_size,

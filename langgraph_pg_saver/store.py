@@ -19,7 +19,7 @@ from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
 from . import _core, _lifecycle, _store
-from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, POOL_MAX_IDLE, POOL_MAX_LIFETIME
+from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, pool_options
 from ._driver_sync import CLOSE_TIMEOUT, Driver
 from ._store_base import SEARCH_PAGE, BatchPlan, SyncStoreBase
 from .errors import PgSaverError, SchemaError
@@ -117,9 +117,7 @@ class PostgresStore(SyncStoreBase):
             kwargs=kwargs,
             open=False,
             name="langgraph-pg-saver-store",
-            timeout=timeout,
-            max_idle=POOL_MAX_IDLE,
-            max_lifetime=POOL_MAX_LIFETIME,
+            **pool_options(timeout),
         )
         store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
         store._driver.own_pool()
@@ -133,7 +131,7 @@ class PostgresStore(SyncStoreBase):
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
         calls still running get ``timeout`` seconds, then are cancelled."""
-        self.stop_ttl_sweeper(timeout=timeout or None)
+        self.stop_ttl_sweeper(timeout=timeout)
         self._driver.close(timeout)
 
     def __enter__(self) -> PostgresStore:

@@ -17,7 +17,7 @@ from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from . import _core, _lifecycle, _store
-from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, POOL_MAX_IDLE, POOL_MAX_LIFETIME
+from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, pool_options
 from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
 from ._store_base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
 from .errors import PgSaverError, SchemaError
@@ -127,9 +127,7 @@ class AsyncPostgresStore(AsyncStoreBase):
             kwargs=kwargs,
             open=False,
             name="langgraph-pg-saver-store",
-            timeout=timeout,
-            max_idle=POOL_MAX_IDLE,
-            max_lifetime=POOL_MAX_LIFETIME,
+            **pool_options(timeout),
         )
         store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
         store._driver.own_pool()
@@ -146,7 +144,7 @@ class AsyncPostgresStore(AsyncStoreBase):
     async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
         calls still running get ``timeout`` seconds, then are cancelled."""
-        await self.stop_ttl_sweeper(timeout=timeout or None)
+        await self.stop_ttl_sweeper(timeout=timeout)
         await self._driver.close(timeout)
 
     async def __aenter__(self) -> AsyncPostgresStore:
