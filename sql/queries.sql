@@ -1036,6 +1036,10 @@ JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.na
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
 ORDER BY t.n
 
+-- name: ops_store_count
+-- The store's items, counted exactly (the table's estimate lags until the next ANALYZE).
+SELECT count(*) FROM {schema}.pgsaver_store
+
 -- name: ops_counts
 -- Exact counts, the number of threads (skipping through the primary key), the oldest and newest
 -- checkpoint.

@@ -23,7 +23,7 @@ from graphs import approval, delta_chat, two_nodes
 from pgserver import Server
 from psycopg.conninfo import conninfo_to_dict
 
-from langgraph_pg_saver import KeyringSerializer, PostgresSaver, _migrate
+from langgraph_pg_saver import KeyringSerializer, PostgresSaver, PostgresStore, _migrate
 
 CLI = [sys.executable, "-m", "langgraph_pg_saver"]
 HEAD = _migrate.head()
@@ -198,6 +198,10 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
 
 
 def test_status_and_threads_report_what_is_stored(filled: str) -> None:
+    with PostgresStore.from_conn_string(filled) as store:
+        store.setup()
+        for i in range(3):  # before any ANALYZE: the table's estimate still says nothing
+            store.put(("status",), f"k{i}", {"i": i})
     data = cli_json("status", "--top", "3", dsn=filled)
     with psycopg.connect(filled) as conn:
         counts = conn.execute(
@@ -205,7 +209,11 @@ def test_status_and_threads_report_what_is_stored(filled: str) -> None:
             "(SELECT count(*) FROM pgsaver_checkpoints), (SELECT count(*) FROM pgsaver_writes), "
             "(SELECT count(*) FROM pgsaver_blobs)"
         ).fetchone()
+        items = conn.execute("SELECT count(*) FROM pgsaver_store").fetchone()
     assert (data["threads"], data["checkpoints"], data["writes"], data["blobs"]) == counts
+    rows = {t["table"]: t["rows"] for t in data["tables"]}
+    assert rows["pgsaver_store"] == items[0] >= 3  # type: ignore[index]
+    assert rows["pgsaver_checkpoints"] == counts[1]  # type: ignore[index]
     assert data["migration"] == data["current_migration"] == HEAD
     assert data["top_by_checkpoints"][0]["checkpoints"] == 21  # the delta thread
     assert data["top_by_checkpoints"][0]["thread_id"] == "delta"
