@@ -399,7 +399,7 @@ class AsyncDriver:
             f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
             f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
             "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, and SELECT on "
-            "pgsaver_migrations (README, 'Least privilege')",
+            "pgsaver_migrations (docs/guide.md, 'Roles without DDL rights')",
             missing,
         )
 
@@ -619,14 +619,14 @@ class AsyncDriver:
                 raise PrivilegeError(
                     f"{self.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
                     "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
-                    f"{self.q.schema} (README, 'Least privilege')"
+                    f"{self.q.schema} (docs/guide.md, 'Roles without DDL rights')"
                 ) from exc
             raise PrivilegeError(
                 f"{self.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
                 f"schema's migrations needs a role that may create tables in schema "
                 f"{self.q.schema} (and the schema itself if it does not exist). Run setup() once "
                 "with such a role (a deploy step), and setup(check=True) in the application "
-                "(README, 'Least privilege')"
+                "(docs/guide.md, 'Roles without DDL rights')"
             ) from exc
 
     async def _migrate(self, *, check: bool) -> None:

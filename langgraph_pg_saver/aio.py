@@ -186,7 +186,7 @@ class AsyncPostgresSaver(SaverBase):
         ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
 
         ``single_writer``: one writer per thread; a second writer that would fork a thread
-        raises ``ConcurrentUpdateError`` instead (README, "One writer per thread").
+        raises ``ConcurrentUpdateError`` instead (docs/guide.md, "One writer per thread").
 
         ``statement_timeout``: seconds a hot-path call (put, put_writes, get_tuple, list,
         delete_thread) may run on the server before it is cancelled there and raises

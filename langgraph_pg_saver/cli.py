@@ -404,7 +404,7 @@ def _doctor_checks(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: s
             "schema",
             "FAIL",
             f"cannot read the schema's version: {one_line(exc)}",
-            "README 'Least privilege': GRANT SELECT ON pgsaver_migrations (and the tables)",
+            "docs/guide.md 'Roles without DDL rights': GRANT SELECT ON pgsaver_migrations (and the tables)",
         )
         _privileges(doc, conn, q, schema, role)
         return
@@ -505,7 +505,7 @@ def _privileges(doc: Doctor, conn: psycopg.Connection[Any], q: Any, schema: str,
             "privileges",
             "FAIL",
             f"role {role!r} lacks {lacks}",
-            "README 'Least privilege': GRANT SELECT, INSERT, UPDATE, DELETE ON the tables, "
+            "docs/guide.md 'Roles without DDL rights': GRANT SELECT, INSERT, UPDATE, DELETE ON the tables, "
             "SELECT ON pgsaver_migrations",
         )
         return False

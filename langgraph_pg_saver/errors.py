@@ -97,7 +97,7 @@ class StatementTimeoutError(PgSaverError, TimeoutError):
 
 class PrivilegeError(PgSaverError):
     """The saver's role lacks a privilege a call needs. ``missing`` lists (table, privilege)
-    pairs the role lacks among those the runtime role needs (README, "Least privilege")."""
+    pairs the role lacks among those the runtime role needs (docs/guide.md, "Roles without DDL rights")."""
 
     def __init__(self, message: str, missing: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)

@@ -113,7 +113,7 @@ class AsyncPostgresStore(AsyncStoreBase):
 
         ``pool_config``: ``min_size`` (1), ``max_size`` (10) and ``kwargs`` (connection
         arguments), as for the official store; a pool is made either way. The other options are
-        the savers' (README, "Options")."""
+        the savers' (docs/guide.md, "Connections and options")."""
         config = dict(pool_config or {})
         kwargs = _core.connect_kwargs(
             conn_string,

@@ -103,7 +103,7 @@ RETURNING 1
 -- running and rechecks the latest row version. Locking only then saves a page write and a WAL
 -- record per put. delete_thread takes no lock: one that starts after this read deletes
 -- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
--- for the lock, then deleted the parent anyway; README, Limits).
+-- for the lock, then deleted the parent anyway; docs/guide.md "Retention", Limits).
 WITH {_guard}, seen AS (
     SELECT p.xmax = '0'::xid AS untouched FROM {schema}.pgsaver_checkpoints AS p
     WHERE (SELECT count(*) FROM guard) = 1
@@ -885,7 +885,7 @@ SELECT pg_backend_pid()
 
 -- name: missing_privileges
 -- After a permission error: which of the privileges the runtime role needs it lacks, per table
--- (README, "Least privilege"). Names the tables of this schema; never fails on a missing one.
+-- (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
