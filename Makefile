@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench
+.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench profile
 
 install: $(STAMP)
 
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install  ## run the demo (embedded Postgres unless LANGGRAPH_PG_DSN or DSN=... is set); ARGS="'your message'" or ARGS="--resume yes"
-	$(PY) -m langgraph_pg_saver.demo $(if $(DSN),--dsn $(DSN),) $(ARGS)
+	$(PY) -m langgraph_pg_saver.demo $(if $(DSN),--dsn '$(DSN)',) $(ARGS)
 
 test: install  ## the whole suite on a real Postgres (found or started by tests/pgserver.py)
 	$(PY) -m pytest
@@ -52,3 +52,6 @@ clean:
 bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick")
 	$(PY) -m benchmarks.bench $(ARGS)
 	$(PY) -m benchmarks.store_bench $(STORE_ARGS)
+
+profile: install  ## where each hot operation's time goes, per call, both savers and the floor (docs/performance.md); ARGS="--pooler --calls 400"
+	$(PY) -m benchmarks.profile $(ARGS)

@@ -1,11 +1,11 @@
 """The langgraph-pg-saver demo: a small assistant, deterministic (no model, no API key), whose
 threads live in Postgres through PostgresSaver and whose long-term memories live in PostgresStore.
 
-    make demo                                   # or: langgraph-pg-saver-demo
-    make demo ARGS="'hello, I am Ada'"          # send your own message first
-    make demo ARGS="'remember my bike is red'"  # the assistant asks before it saves a memory...
-    make demo ARGS="--resume yes"               # ...and a second command answers it
-    make demo DSN=postgresql://user@host/db     # or LANGGRAPH_PG_DSN=...; else an embedded Postgres
+    make demo                                         # or: langgraph-pg-saver-demo
+    make demo ARGS="'hello, I am Ada'"                # the tour, with your own first message
+    make demo ARGS="--say 'remember my bike is red'"  # one turn: the assistant asks first...
+    make demo ARGS="--resume yes"                     # ...and a second command answers it
+    make demo DSN=postgresql://user@host/db           # or LANGGRAPH_PG_DSN=...; else embedded
 
 It shows, in sections: memory across two processes; an interrupt resumed by a second command; history
 and time travel; a fork with update_state; the DeltaChannel holding the messages; semantic search in
@@ -24,11 +24,13 @@ import io
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,6 +41,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from typing_extensions import NotRequired, TypedDict
 
+from .errors import PgSaverError
 from .saver import PostgresSaver
 from .store import PostgresStore
 
@@ -106,7 +109,8 @@ def words(text: str) -> list[str]:
     """Lower-case words without stop words, a plural or third-person 's' cut off."""
     out = []
     for w in re.findall(r"[a-z0-9']+", text.lower()):
-        if w in STOP_WORDS:
+        w = w.removesuffix("'s").strip("'")
+        if not w or w in STOP_WORDS:
             continue
         out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
     return out
@@ -139,7 +143,7 @@ def recall(store: PostgresStore, query: str, *, semantic: bool, limit: int = 3) 
     items = list(store.search(MEMORIES, limit=1000))
     for item in items:
         item.score = round(cosine(qv, embed([item.value["text"]])[0]), 4)
-    return sorted(items, key=lambda i: -(i.score or 0.0))[:limit]
+    return sorted((i for i in items if i.score), key=lambda i: -(i.score or 0.0))[:limit]
 
 
 def add_message_batches(state: list[AnyMessage], batches: Sequence[Any]) -> list[AnyMessage]:
@@ -167,8 +171,10 @@ def build_graph(checkpointer: PostgresSaver, store: PostgresStore, *, semantic: 
         turns = state.get("turns", 0) + 1
         said = state["messages"][-1].content
         text = said if isinstance(said, str) else str(said)
-        if text.lower().startswith("remember "):
+        if text.lower().startswith("remember ") or text.lower() == "remember":
             fact = text[len("remember ") :].strip().rstrip(".")
+            if not fact:
+                return {"turns": turns, "pending": None, "messages": [reply("Remember what?")]}
             return {"turns": turns, "pending": fact}
         if text.rstrip().endswith("?"):
             found = recall(store, text, semantic=semantic, limit=1)
@@ -241,10 +247,23 @@ def last_exchange(messages: Sequence[Any], n: int = 4) -> list[tuple[str, str]]:
     return [(who(m), m.content) for m in messages[-n:]]
 
 
-def demo_command(args: Sequence[str]) -> str:
-    return "langgraph-pg-saver-demo " + " ".join(
-        a if re.fullmatch(r"[\w./:=@-]+", a) else repr(a) for a in args
-    )
+def demo_command(args: Sequence[str], hint: Sequence[str] = ()) -> str:
+    """A command line to paste: ``hint`` holds the ``--dsn`` option when one was given."""
+    return "langgraph-pg-saver-demo " + " ".join(shlex.quote(a) for a in (*hint, *args))
+
+
+def masked(dsn: str) -> str:
+    """``dsn`` with its password replaced by ``***``."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:  # not parseable: show nothing of it
+        return "<your DSN>"
+    if "password" not in params:
+        return dsn
+    params["password"] = "***"
+    return make_conninfo("", **params)
 
 
 # --------------------------------------------------------------------------- the database
@@ -281,20 +300,47 @@ def server_facts(dsn: str) -> tuple[str, str | None]:
     return str(version[0]).split()[0] if version else "?", vector[0] if vector else None
 
 
+@dataclass
+class Session:
+    saver: PostgresSaver
+    store: PostgresStore
+    graph: Any
+    semantic: bool  # the store has a vector index (pgvector)
+    note: str = ""  # why not, when pgvector is offered but could not be used
+
+
 @contextlib.contextmanager
-def opened(dsn: str, semantic: bool) -> Iterator[tuple[PostgresSaver, PostgresStore, Any]]:
-    index = {"dims": DIMS, "embed": embed, "fields": ["text"]} if semantic else None
-    with (
-        PostgresSaver.from_conn_string(dsn, max_size=2) as saver,
-        PostgresStore.from_conn_string(
-            dsn,
-            index=index,
-            pool_config={"min_size": 1, "max_size": 2},
-        ) as store,
-    ):
+def opened(dsn: str, semantic: bool) -> Iterator[Session]:
+    """The saver, the store (with a vector index when ``semantic`` and the role can create
+    pgvector's extension), and the graph on both."""
+    note = ""
+    with contextlib.ExitStack() as stack:
+        saver = stack.enter_context(PostgresSaver.from_conn_string(dsn, max_size=2))
         saver.setup()
-        store.setup()
-        yield saver, store, build_graph(saver, store, semantic=semantic)
+        store: PostgresStore | None = None
+        if semantic:
+            index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+            trial = contextlib.ExitStack()
+            try:
+                candidate = trial.enter_context(
+                    PostgresStore.from_conn_string(
+                        dsn, index=index, pool_config={"min_size": 1, "max_size": 2}
+                    )
+                )
+                candidate.setup()  # creates the extension: needs a role allowed to
+            except PgSaverError as exc:
+                trial.close()
+                semantic = False
+                note = str(exc)
+            else:
+                stack.enter_context(trial)
+                store = candidate
+        if store is None:
+            store = stack.enter_context(
+                PostgresStore.from_conn_string(dsn, pool_config={"min_size": 1, "max_size": 2})
+            )
+            store.setup()
+        yield Session(saver, store, build_graph(saver, store, semantic=semantic), semantic, note)
 
 
 def config_of(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -327,11 +373,12 @@ def resume(graph: Any, thread: str, answer: str) -> Any:
 def second_process(dsn: str, thread: str, *args: str) -> str:
     """This demo, run again as another OS process (another worker, another pod, tomorrow)."""
     out = subprocess.run(
-        [sys.executable, "-m", "langgraph_pg_saver.demo", "--dsn", dsn, "--thread", thread, *args],
+        [sys.executable, "-m", "langgraph_pg_saver.demo", "--thread", thread, *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "LANGGRAPH_PG_DSN": dsn},  # not in argv, where ps would show it
     )
     if out.returncode != 0:
         raise DemoError(f"the second process failed:\n{out.stderr.strip()}")
@@ -360,10 +407,14 @@ def run_cli(dsn: str, *args: str) -> None:
 # --------------------------------------------------------------------------- the sections
 
 
-def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
+def tour(dsn: str, where: str, thread: str, message: str | None, hint: Sequence[str]) -> None:
     version, vector = server_facts(dsn)
-    semantic = vector is not None
-    with opened(dsn, semantic) as (saver, store, graph):
+    own_fact = None  # your own "remember ...": section 2 asks about it
+    if message is not None and message.lower().startswith("remember "):
+        own_fact, message = message[len("remember ") :].strip().rstrip(".") or None, None
+    with opened(dsn, vector is not None) as session:
+        store, graph, semantic = session.store, session.graph, session.semantic
+        note = session.note
         runs_item = store.get(("demo",), "runs")
         run = (runs_item.value["count"] if runs_item else 0) + 1
         store.put(("demo",), "runs", {"count": run})
@@ -372,6 +423,8 @@ def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
                 store.put(MEMORIES, key, {"text": text, "source": "seed"})
         print(f"langgraph-pg-saver demo, run {run} on this database")
         print(f"Postgres {version} ({where}); pgvector {vector or 'not installed'}")
+        if note:
+            print(f"(no vector index: {note})")
 
         # ------------------------------------------------------------------ 1
         section(1, "Memory across processes")
@@ -385,35 +438,32 @@ def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
             + (f"holds {before} messages" if before else "is new")
             + f"; this process is pid {os.getpid()}"
         )
-        text = message or f"hello from run {run}"
+        text = f"hello from run {run}" if message is None else message
         state = say(graph, thread, text)
         table(["who", "said"], last_exchange(state.values["messages"], 2))
         question = "what is my cat called?"
-        if pending_question(state):
-            question = text  # the assistant waits for an answer: section 2 gives it
-            print(f"   the assistant asks: {pending_question(state)} (answered in section 2)")
-        else:
-            print(f"\n   a second process (another worker, or tomorrow) asks {question!r}:")
-            print(f"   $ {demo_command(['--thread', thread, '--say', question])}")
-            for line in second_process(dsn, thread, "--say", question).splitlines():
-                print(f"   | {line}")
+        print(f"\n   a second process (another worker, or tomorrow) asks {question!r}:")
+        print(f"   $ {demo_command(['--thread', thread, '--say', question], hint)}")
+        for line in second_process(dsn, thread, "--say", question).splitlines():
+            print(f"   | {line}")
     # a new saver and graph, as after a restart, read what the other process wrote
-    with opened(dsn, semantic) as (saver, store, graph):
+    with opened(dsn, semantic) as session:
+        saver, store, graph = session.saver, session.store, session.graph
         state = graph.get_state(config_of(thread))
         print(f"\n   a new saver here reads the thread: {len(state.values['messages'])} messages")
         table(["who", "said"], last_exchange(state.values["messages"], 4))
 
         # ------------------------------------------------------------------ 2
         section(2, "An interrupt, resumed by a second command")
-        _, fact, fact_question = FACTS[(run - 1) % len(FACTS)]
-        if pending_question(state):  # your own "remember ..." from section 1
-            fact = fact_question = state.values["pending"]
+        if own_fact:
+            fact, fact_question = own_fact, f"what about {own_fact}?"
         else:
-            state = say(graph, thread, f"remember {fact}")
-            print(f"   you: remember {fact}")
+            _, fact, fact_question = FACTS[(run - 1) % len(FACTS)]
+        state = say(graph, thread, f"remember {fact}")
+        print(f"   you: remember {fact}")
         print(f"   the graph stops at node {state.next[0]!r} and asks: {pending_question(state)}")
         print("   nothing waits in memory: the paused run is a checkpoint in Postgres. Answer it:")
-        print(f"   $ {demo_command(['--thread', thread, '--resume', 'yes'])}")
+        print(f"   $ {demo_command(['--thread', thread, '--resume', 'yes'], hint)}")
         for line in second_process(dsn, thread, "--resume", "yes").splitlines():
             print(f"   | {line}")
         state = graph.get_state(config_of(thread))
@@ -437,12 +487,12 @@ def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
         print(f"   the newest {len(rows)} checkpoints of {thread!r} (newest first):")
         table(["step", "source", "next", "messages", "checkpoint"], rows)
         # the checkpoint where the second process's question had just come in
-        earlier = next(
-            snap
+        past_id = next(
+            snap.config["configurable"]["checkpoint_id"]
             for snap in graph.get_state_history(config_of(thread))
             if snap.next == ("assistant",) and snap.values["messages"][-1].content == question
         )
-        past_id = earlier.config["configurable"]["checkpoint_id"]
+        earlier = graph.get_state(config_of(thread, past_id))  # the thread as it was then
         then = earlier.values["messages"]
         print(
             f"\n   time travel: get_state at checkpoint …{past_id[-12:]}, where the message"
@@ -491,7 +541,13 @@ def tour(dsn: str, where: str, thread: str, message: str | None) -> None:
         # ------------------------------------------------------------------ 6
         section(6, "Long-term memory in the store")
         total = len(store.search(MEMORIES, limit=1000))
-        how = "pgvector, HNSW index" if semantic else "scored here: this server has no pgvector"
+        how = (
+            "pgvector, HNSW index"
+            if semantic
+            else "scored here: no vector index"
+            if note
+            else "scored here: this server has no pgvector"
+        )
         print(f"   {total} memories under {MEMORIES}; search {fact_question!r} ({how}):")
         found = recall(store, fact_question, semantic=semantic)
         table(
@@ -569,9 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--dsn", default=os.environ.get("LANGGRAPH_PG_DSN"), help="Postgres connection string"
-    )
+    parser.add_argument("--dsn", help="Postgres connection string (else $LANGGRAPH_PG_DSN)")
     parser.add_argument("--thread", default=THREAD, help=f"the thread to go on with ({THREAD})")
     parser.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="embedded Postgres data directory"
@@ -585,12 +639,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import psycopg
 
+    env_dsn = os.environ.get("LANGGRAPH_PG_DSN")
+    hint: list[str] = []  # what a pasted command needs to reach the same database
+    if args.dsn:
+        where, hint = "the given DSN", ["--dsn", masked(args.dsn)]
+    elif env_dsn:
+        where = "the DSN in $LANGGRAPH_PG_DSN"
+    else:
+        where = f"embedded, data kept in {args.data_dir}"
+        if args.data_dir != DEFAULT_DATA_DIR:
+            hint = ["--data-dir", str(args.data_dir)]
     try:
-        dsn = args.dsn or embedded_dsn(args.data_dir)
+        dsn = args.dsn or env_dsn or embedded_dsn(args.data_dir)
         if args.say is not None or args.resume is not None:
-            return one_step(dsn, args.thread, args.say, args.resume)
-        where = "the given DSN" if args.dsn else f"embedded, data kept in {args.data_dir}"
-        tour(dsn, where, args.thread, args.message)
+            return one_step(dsn, args.thread, args.say, args.resume, hint)
+        tour(dsn, where, args.thread, args.message, hint)
     except DemoError as exc:
         print(f"langgraph-pg-saver-demo: {exc}", file=sys.stderr)
         return 1
@@ -599,12 +662,18 @@ def main(argv: list[str] | None = None) -> int:
             f"langgraph-pg-saver-demo: cannot reach Postgres: {str(exc).strip()}", file=sys.stderr
         )
         return 1
+    except PgSaverError as exc:
+        print(f"langgraph-pg-saver-demo: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
-def one_step(dsn: str, thread: str, text: str | None, answer: str | None) -> int:
+def one_step(
+    dsn: str, thread: str, text: str | None, answer: str | None, hint: Sequence[str]
+) -> int:
     _, vector = server_facts(dsn)
-    with opened(dsn, vector is not None) as (_, _, graph):
+    with opened(dsn, vector is not None) as session:
+        graph = session.graph
         state = graph.get_state(config_of(thread))
         asked = pending_question(state)
         if answer is not None:
@@ -618,7 +687,7 @@ def one_step(dsn: str, thread: str, text: str | None, answer: str | None) -> int
             print(f"{speaker}: {said}")
         if question := pending_question(state):
             print(f"waiting for an answer: {question}")
-            print(f"answer it with: {demo_command(['--thread', thread, '--resume', 'yes'])}")
+            print(f"answer it with: {demo_command(['--thread', thread, '--resume', 'yes'], hint)}")
     return 0
 
 

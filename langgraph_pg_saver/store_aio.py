@@ -20,7 +20,7 @@ from . import _core, _lifecycle, _store
 from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, pool_options
 from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
 from ._store_base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
-from .errors import PgSaverError, SchemaError
+from .errors import PgSaverError, PrivilegeError, SchemaError
 from .pool import AsyncLifoConnectionPool
 from .retry import DEFAULT_RETRY, RetryPolicy
 
@@ -206,12 +206,16 @@ class AsyncPostgresStore(AsyncStoreBase):
             raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
         except errors.UndefinedFile as exc:
             raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
-        except errors.InsufficientPrivilege as exc:
+        except PrivilegeError as exc:
+            # the driver names a table privilege; here it is the extension that may not be made
+            cause = exc.__cause__
+            if not isinstance(cause, errors.InsufficientPrivilege) or "extension" not in str(cause):
+                raise
             raise PgSaverError(
                 "setup(): creating the pgvector extension needs a role allowed to (a superuser, "
                 "or the database owner with pgvector trusted): run CREATE EXTENSION vector once "
-                f"as such a role ({str(exc).strip()})"
-            ) from exc
+                f"as such a role ({str(cause).strip()})"
+            ) from cause
 
     # ------------------------------------------------------------------ batches
 

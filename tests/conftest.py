@@ -144,3 +144,21 @@ def vector_dsn(vector_server: Server) -> Iterator[str]:
         yield vector_server.dsn_for(name)
     finally:
         _drop_db(vector_server, name)
+
+
+@pytest.fixture
+def plain_role_vector_dsn(vector_server: Server) -> Iterator[str]:
+    """A fresh database on the pgvector server, owned by (and reached as) a role that is no
+    superuser: it may create tables there, but not the pgvector extension."""
+    from psycopg.conninfo import make_conninfo
+
+    name = f"lgps_plain_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(vector_server.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
+    try:
+        yield make_conninfo(vector_server.dsn_for(name), user=name)
+    finally:
+        with psycopg.connect(vector_server.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import psycopg
 import pytest
 
 from langgraph_pg_saver import PostgresSaver, PostgresStore
-from langgraph_pg_saver.demo import MEMORIES, build_graph, config_of
+from langgraph_pg_saver.demo import MEMORIES, build_graph, config_of, masked
 
 SECTIONS = (
     "1. Memory across processes",
@@ -29,7 +30,7 @@ SECTIONS = (
 )
 
 
-def run_demo(*args: str, script: bool = False) -> str:
+def run_demo(*args: str, script: bool = False, env: dict[str, str] | None = None) -> str:
     if script:  # the console script pip installs next to the interpreter
         exe = Path(sys.executable).with_name("langgraph-pg-saver-demo")
         command = [str(exe), *args]
@@ -41,7 +42,7 @@ def run_demo(*args: str, script: bool = False) -> str:
         text=True,
         timeout=240,
         check=False,
-        env={k: v for k, v in os.environ.items() if k != "LANGGRAPH_PG_DSN"},
+        env={**{k: v for k, v in os.environ.items() if k != "LANGGRAPH_PG_DSN"}, **(env or {})},
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stderr == "", out.stderr  # no warning, no traceback
@@ -108,24 +109,43 @@ def test_demo_tour_twice_then_its_second_commands(db_dsn: str) -> None:
         ).fetchone()
     assert re.search(rf"snapshots and markers\s+\d+\s+{stored[0]}$", first, re.M)  # type: ignore[index]
 
-    # your own message, one that asks for approval: section 2 answers it instead of its own fact
+    # your own message, one that asks for approval: section 2 asks about it instead of its own
+    # fact, and section 6 searches for it
     second = run_demo("--dsn", db_dsn, "remember my bike is red", script=True)
     assert "run 2 on this database" in second
     assert "thread 'demo-chat' holds 6 messages" in second
-    assert "Save 'my bike is red' to long-term memory? (answered in section 2)" in second
+    assert "   you: remember my bike is red\n" in second
+    assert "asks: Save 'my bike is red' to long-term memory?" in second
     assert "| assistant: Saved to long-term memory: my bike is red." in second
     assert "allergic" not in second  # run 2's own fact was not sent
+    assert re.search(r"^   0\.8\d\d\s+bike-red\s+my bike is red$", second, re.M)
+    assert "asks the same: 'From long-term memory (0.82): my bike is red.'" in second
+    # the hints name the database they were given (no password here to mask)
+    assert (
+        f"$ langgraph-pg-saver-demo --dsn {shlex.quote(db_dsn)} --thread demo-chat --resume yes"
+        in second
+    )
     assert memories(db_dsn)["bike-red"]["source"] == "approved"
     assert [text for _, text in messages(db_dsn, "demo-chat")][6:] == [
+        "hello from run 2",
+        "Noted (turn 4): 8 messages here, the first 'hello from run 1'.",
+        "what is my cat called?",
+        "From long-term memory (0.82): my cat is called Turing.",
         "remember my bike is red",
         "Saved to long-term memory: my bike is red.",
     ]
 
     # the second commands on their own: a question left pending, then answered no
+    assert "Remember what?" in run_demo("--dsn", db_dsn, "--say", "remember ")
     asked = run_demo("--dsn", db_dsn, "--say", "remember I like jazz")
     assert "waiting for an answer: Save 'I like jazz' to long-term memory?" in asked
-    assert "answer it with: langgraph-pg-saver-demo --thread demo-chat --resume yes" in asked
-    assert "assistant: Not saved." in run_demo("--dsn", db_dsn, "--resume", "no")
+    assert (
+        f"answer it with: langgraph-pg-saver-demo --dsn {shlex.quote(db_dsn)} --thread demo-chat"
+        " --resume yes"
+    ) in asked
+    # the DSN from the environment, as a pasted hint would find it
+    resumed = run_demo("--resume", "no", env={"LANGGRAPH_PG_DSN": db_dsn})
+    assert "assistant: Not saved." in resumed
     assert "like-jazz" not in memories(db_dsn)
     # a third tour finds nothing pending and goes on
     third = run_demo("--dsn", db_dsn)
@@ -167,6 +187,24 @@ def test_demo_semantic_search_on_pgvector(vector_dsn: str) -> None:
         vectors = conn.execute("SELECT count(*) FROM pgsaver_store_vectors").fetchone()
     assert vectors is not None
     assert vectors[0] == len(memories(vector_dsn))
+
+
+def test_demo_without_the_right_to_create_pgvector(plain_role_vector_dsn: str) -> None:
+    out = run_demo("--dsn", plain_role_vector_dsn)
+    assert (
+        "(no vector index: setup(): creating the pgvector extension needs a role allowed to" in out
+    )
+    assert "(scored here: this server has no pgvector)" not in out
+    assert "(scored here: no vector index)" in out
+    assert "asks the same: 'From long-term memory (0.82): my sister lives in Lisbon.'" in out
+
+
+def test_masked_dsn_hides_the_password() -> None:
+    shown = masked("postgresql://app:s3cret@db.internal:5432/agents")
+    assert "s3cret" not in shown
+    assert "***" in shown
+    assert "db.internal" in shown
+    assert masked("host=h dbname=d") == "host=h dbname=d"
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,24 +52,44 @@ class Block:
         return f"{self.path.name}:{self.line}:{self.lang}"
 
 
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
-DIRECTIVE = re.compile(r"<!-- test: (.*?) -->\n*$")
+OPENER = re.compile(r"^([ \t]*)(```+|~~~+)[ \t]*([\w-]*)[ \t]*$")
+DIRECTIVE = re.compile(r"<!-- test: (.*?) -->\s*$")
+DIRECTIVES = {"output", "fastapi", "vector", "official", "threads", "shape"}
 
 
 def blocks(path: Path) -> list[Block]:
-    text = path.read_text()
+    """Every fenced block (``` or ~~~, indented or not); an indented code block (four spaces,
+    no fence) is refused, since no rule could tell what it is."""
+    lines = path.read_text().split("\n")
     found: list[Block] = []
-    for m in FENCE.finditer(text):
-        before = text[: m.start()]
-        d = DIRECTIVE.search(before[-300:])
+    i = 0
+    while i < len(lines):
+        m = OPENER.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence, lang = m.groups()
+        end = next(
+            (j for j in range(i + 1, len(lines)) if lines[j].strip() == fence),
+            None,
+        )
+        assert end is not None, f"{path.name}:{i + 1}: a fence that is never closed"
+        code = "\n".join(line.removeprefix(indent) for line in lines[i + 1 : end]) + "\n"
+        before = "\n".join(lines[max(0, i - 3) : i])
+        d = DIRECTIVE.search(before)
         directive = d.group(1).strip() if d else ""
-        block = Block(path, before.count("\n") + 1, m.group(1), m.group(2), directive)
-        if directive == "output":
+        name = directive.split()[0] if directive else ""
+        assert not name or name in DIRECTIVES, f"{path.name}:{i + 1}: unknown directive {name!r}"
+        block = Block(path, i + 1, lang, code, directive)
+        if name == "output":
             assert found, f"{block.id}: an output block with no block before it"
+            assert found[-1].lang == "python", f"{block.id}: output of a {found[-1].lang} block"
+            assert not found[-1].directive.startswith("fastapi"), f"{block.id}: of an app"
             assert found[-1].output is None, f"{block.id}: two output blocks"
             found[-1].output = block.code
-            continue
-        found.append(block)
+        else:
+            found.append(block)
+        i = end + 1
     return found
 
 
@@ -202,11 +222,11 @@ def run_fastapi(block: Block, dsn: str, tmp_path: Path, monkeypatch: pytest.Monk
     requests = block.directive.removeprefix("fastapi").split(",")
     with TestClient(module.app) as client:  # runs the lifespan: setup(), then shutdown
         for request in requests:
-            method, path, status = request.split()
+            method, path, status, *expect = request.split(maxsplit=3)
             response = client.request(method, path)
             assert response.status_code == int(status), (block.id, request, response.text)
-            if path.startswith("/chat"):
-                assert response.json()["reply"], response.json()
+            for text in expect:  # what the response must say, when the directive names it
+                assert text.strip("'") in response.text, (block.id, request, response.text)
 
 
 def commands(code: str) -> Iterator[str]:
@@ -216,47 +236,80 @@ def commands(code: str) -> Iterator[str]:
             yield line
 
 
+def project_extras() -> tuple[str, list[str]]:
+    """The package's name and extras, from pyproject.toml (Python 3.11+), else as installed."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        meta = importlib.metadata.metadata("langgraph-pg-saver")
+        return meta["Name"], meta.get_all("Provides-Extra") or []
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project["name"], list(project["optional-dependencies"])
+
+
+#: the variables a command in the docs may set before it; those holding a DSN get the test's
+ENV_NAMES = {"LANGGRAPH_PG_DSN", "LANGGRAPH_PG_SCHEMA", "DSN"}
+
+
 def run_shell_line(line: str, block: Block, dsn: str) -> None:
     words = shlex.split(line)
     env = {}
     while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
         key, _, value = words.pop(0).partition("=")
-        env[key] = value
+        assert key in ENV_NAMES, f"{block.id}: {key} is not a variable the tools read"
+        env[key] = dsn if value.startswith("postgresql://") else value
     program, args = words[0], words[1:]
-    if program == "make":
-        out = run(["make", "-n", *args], {})
+    if program == "make" and args[:1] == ["demo"]:  # the demo, for real, on the test database
+        extra = [a for a in args[1:] if a.startswith("ARGS=")]
+        assert len(extra) == len(args) - 1, (block.id, line)
+        out = run(["make", "demo", f"DSN={dsn}", *extra], env)
+        assert out.returncode == 0, (block.id, line, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr, (block.id, out.stderr)
+    elif program == "make":  # the other targets: that make knows them (make test would recurse)
+        out = run(["make", "-n", *args], env)
         assert out.returncode == 0, (block.id, line, out.stderr)
     elif program == "pip":
         assert args[0] == "install", line
-        meta = importlib.metadata.metadata("langgraph-pg-saver")  # as installed from pyproject
-        extras = meta.get_all("Provides-Extra") or []
+        name, extras = project_extras()
         for req in args[1:]:
             m = re.fullmatch(r"([\w-]+)(?:\[([\w,]+)\])?", req)
             assert m, (block.id, req)
-            assert m.group(1) == meta["Name"], req
+            assert m.group(1) == name, req
             for extra in (m.group(2) or "").split(","):
                 assert not extra or extra in extras, (block.id, extra)
     elif program == "langgraph-pg-saver":
         args = [dsn if a.startswith("postgresql://") else a for a in args]
-        out = run([sys.executable, "-m", "langgraph_pg_saver", *args], {"LANGGRAPH_PG_DSN": dsn})
+        out = run(
+            [sys.executable, "-m", "langgraph_pg_saver", *args], {"LANGGRAPH_PG_DSN": dsn, **env}
+        )
         assert out.returncode == 0, (block.id, line, out.stdout, out.stderr)
     else:
         pytest.fail(f"{block.id}: no rule runs {line!r}")
 
 
-def run_text_shape(block: Block, dsn: str) -> None:
-    """Captured output: each `$ command` runs, and prints the lines the docs show, in their order
-    (the first word and the check's name; values differ from machine to machine)."""
+def shape(line: str) -> list[str]:
+    """What must match in a line of doctor's output: its status and check, and for the pooler
+    check what it found (values such as round trips and versions differ between machines)."""
+    words = line.split()
+    return words[:7] if words[1:2] == ["pooler:"] else words[:2]
+
+
+def run_text_shape(block: Block, dsn: str, bouncer_dsn: Callable[[], str]) -> None:
+    """Captured output: each `$ command` runs (one on port 6432 through a real PgBouncer in
+    transaction mode), and prints the lines the docs show, in their order."""
     parts = re.split(r"^\$ ", block.code, flags=re.M)[1:]
     assert parts, block.id
     for part in parts:
         command, *shown = part.rstrip("\n").split("\n")
-        words = [dsn if w.startswith("postgresql://") else w for w in shlex.split(command)]
+        words = shlex.split(command)
+        target = [w for w in words if w.startswith("postgresql://")]
+        via = bouncer_dsn() if target and ":6432/" in target[0] else dsn
+        words = [via if w.startswith("postgresql://") else w for w in words]
         assert words[0] == "langgraph-pg-saver", command
         out = run([sys.executable, "-m", "langgraph_pg_saver", *words[1:]], {})
         assert out.returncode == 0, (block.id, command, out.stderr)
-        real = [line.split()[1] for line in out.stdout.splitlines() if line.strip()]
-        want = [line.split()[1] for line in shown if line.strip()]
+        real = [shape(line) for line in out.stdout.splitlines() if line.strip()]
+        want = [shape(line) for line in shown if line.strip()]
         assert want == real, (block.id, command, out.stdout)
 
 
@@ -318,7 +371,11 @@ def test_block_runs(
             run_shell_line(line, block, dsn)
     elif block.lang == "text" and directive == "shape":
         cli_database(dsn)
-        run_text_shape(block, dsn)
+
+        def bouncer_dsn() -> str:
+            return str(request.getfixturevalue("bouncer").dsn(dsn))
+
+        run_text_shape(block, dsn, bouncer_dsn)
     elif block.lang == "sql":
         run_sql(block, dsn)
     elif block.lang == "cron":

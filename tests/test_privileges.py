@@ -1,5 +1,5 @@
 """Least privilege: the savers run under a role with only SELECT, INSERT, UPDATE and DELETE on their
-tables (the GRANTs of the README), and a role that lacks one gets an error naming what it lacks."""
+tables (the GRANTs of the user guide), and a role that lacks one gets an error naming what it lacks."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver, PrivilegeError
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
 
-#: the README's GRANTs for the runtime role, for schema public
+#: the user guide's GRANTs for the runtime role, for schema public
 RUNTIME_GRANTS = (
     "GRANT USAGE ON SCHEMA public TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes"
@@ -128,7 +128,7 @@ def test_a_missing_privilege_is_named(
 
 
 def test_the_readme_roles_migrate_then_run(empty_db_dsn: str) -> None:
-    """The README's two roles, from an empty database: the migration role creates the schema
+    """The user guide's two roles, from an empty database: the migration role creates the schema
     with setup(); default privileges give the runtime role exactly its four privileges."""
     suffix = uuid.uuid4().hex[:8]
     migrate, app = f"lgps_migrate_{suffix}", f"lgps_app_{suffix}"

@@ -107,6 +107,37 @@ def test_two_processes_on_one_thread_never_lose_an_input_silently(db_dsn: str) -
     assert len(set(log) & {f"{n}{i}" for n in "ab" for i in range(25)}) + len(raised) >= 50
 
 
+@pytest.mark.slow
+def test_without_the_guard_the_same_race_forks_and_loses_inputs(db_dsn: str) -> None:
+    """The control: what single_writer=True prevents happens without it (as with the official
+    saver), silently."""
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(2), ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(db_dsn, name, 25, start, out, False)) for name in "ab"
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert not [tag for _, tags, _ in results for tag in tags]  # nothing raised
+    assert not [o for _, _, others in results for o in others]
+    forks = {p: c for p, c in _children(db_dsn, "shared").items() if len(c) > 1}
+    assert forks, "the two writers never overlapped"
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        log = (
+            log_graph()
+            .compile(checkpointer=saver)
+            .get_state({"configurable": {"thread_id": "shared"}})
+            .values["log"]
+        )
+    lost = [f"{n}{i}" for n in "ab" for i in range(25) if f"{n}{i}" not in log]
+    print(f"{len(lost)} of 50 inputs missing from the final state, {len(forks)} forks")
+    assert lost
+
+
 def test_threads_of_one_process_are_guarded_too(db_dsn: str) -> None:
     with PostgresSaver.from_conn_string(db_dsn, single_writer=True, max_size=8) as saver:
         graph = log_graph().compile(checkpointer=saver)

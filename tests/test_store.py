@@ -588,7 +588,7 @@ def _cmp(left: float, op: str, right: float) -> bool:
 
 
 async def test_a_saver_and_a_store_on_one_pool(db_dsn: str) -> None:
-    """The README's FastAPI lifespan: one pool for the checkpointer and the store."""
+    """The user guide's FastAPI lifespan: one pool for the checkpointer and the store."""
     from psycopg_pool import AsyncConnectionPool
 
     from langgraph_pg_saver import AsyncPostgresSaver

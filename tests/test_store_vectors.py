@@ -488,3 +488,17 @@ def test_an_import_leaves_an_item_already_here_alone(vector_dsn: str) -> None:
         assert item.value == {"text": "mine"}
         found = {i.key: i.score for i in store.search(("u",), query="dog")}
         assert found["b"] is None  # no vector of the source's "dog" attached to it
+
+
+def test_a_role_that_may_not_create_pgvector_is_told_so(plain_role_vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": Embedder()}
+    with PostgresStore.from_conn_string(plain_role_vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        with pytest.raises(PgSaverError) as info:
+            store.setup()
+        assert type(info.value) is PgSaverError  # not a PrivilegeError naming table privileges
+        assert "creating the pgvector extension needs a role allowed to" in str(info.value)
+        assert "CREATE EXTENSION vector" in str(info.value)
+    with PostgresStore.from_conn_string(plain_role_vector_dsn) as plain:  # the rest works
+        plain.setup()
+        plain.put(("a",), "k", {"text": "pizza"})
+        assert plain.get(("a",), "k") is not None
