@@ -217,6 +217,69 @@ def run(dsn: str, calls: int, pooler: bool) -> dict[str, dict[str, dict[str, flo
     return results
 
 
+def decompose_put(dsn: str, calls: int, pooler: bool) -> dict[str, float]:
+    """Our put taken apart, interleaved call by call on one warm thread (medians, ms): building
+    its statement and parameters in Python, its statement alone on a plain connection, the floor's
+    INSERT of the same bytes, a durable one-row INSERT (round trip + commit flush) and
+    ``SELECT 1`` (the round trip)."""
+    from langgraph_pg_saver import _core
+
+    prepare = None if pooler else 0
+    keys = (
+        "full put",
+        "build (Python)",
+        "statement (raw)",
+        "floor INSERT",
+        "tiny INSERT",
+        "SELECT 1",
+    )
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    kwargs: dict[str, Any] = {"prepare_threshold": None} if pooler else {}
+    with (
+        PostgresSaver.from_conn_string(dsn, **kwargs) as saver,
+        psycopg.connect(dsn, autocommit=True, prepare_threshold=prepare) as raw,
+    ):
+        raw.execute("CREATE TABLE IF NOT EXISTS bench_tiny (k bigint)")
+        floor = floors.InsertFloor(raw)
+        real_put = saver.put
+        n = 0
+
+        def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            nonlocal n
+            n += 1
+            if n % 2:  # every other put as the saver runs it, the others taken apart
+                t0 = time.perf_counter()
+                out = real_put(config, checkpoint, metadata, new_versions)
+                times["full put"].append(time.perf_counter() - t0)
+                return out
+            t0 = time.perf_counter()
+            built = _core.put_params(saver.serde, config, checkpoint, metadata, new_versions)
+            insert, _ = saver._put_sql(built)
+            t1 = time.perf_counter()
+            row = raw.execute(insert, built.params).fetchone()
+            t2 = time.perf_counter()
+            assert row is not None, "the statement stored nothing"
+            times["build (Python)"].append(t1 - t0)
+            times["statement (raw)"].append(t2 - t1)
+            t0 = time.perf_counter()
+            floor.put(config, checkpoint, metadata, new_versions)
+            t1 = time.perf_counter()
+            raw.execute("INSERT INTO bench_tiny VALUES (1)")
+            t2 = time.perf_counter()
+            raw.execute("SELECT 1").fetchone()
+            t3 = time.perf_counter()
+            times["floor INSERT"].append(t1 - t0)
+            times["tiny INSERT"].append(t2 - t1)
+            times["SELECT 1"].append(t3 - t2)
+            return _core.put_result(built.params)
+
+        saver.put = put  # type: ignore[method-assign]
+        chain = Chain(saver, "decompose")
+        for _ in range(2 * calls + 20):
+            chain.step()
+    return {k: statistics.median(v[10:]) * 1000 for k, v in times.items()}
+
+
 COLUMNS = (
     ("wall_ms", "median ms", 3),
     ("mean_wall_ms", "mean ms", 3),
@@ -256,10 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with bench_database("lgps_profile", settings=SETTINGS) as dsn:
         results = run(dsn, args.calls, args.pooler)
+        parts = decompose_put(dsn, args.calls, args.pooler)
     print(table(results))
+    print("\nput, taken apart (medians, ms; the floor INSERT includes serializing its bytes)\n")
+    print("| " + " | ".join(parts) + " |")
+    print("|" + "---:|" * len(parts))
+    print("| " + " | ".join(f"{v:.3f}" for v in parts.values()) + " |")
     if args.json_path:
         with open(args.json_path, "w") as f:
-            json.dump({"calls": args.calls, "pooler": args.pooler, "results": results}, f, indent=1)
+            out = {"calls": args.calls, "pooler": args.pooler, "results": results, "put": parts}
+            json.dump(out, f, indent=1)
     return 0
 
 
