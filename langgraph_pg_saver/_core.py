@@ -465,6 +465,31 @@ _BLOB_KEYS = tuple((f"bc{i}", f"bv{i}", f"bt{i}", f"bb{i}") for i in range(VALUE
 _WRITE_KEYS = tuple((f"wc{i}", f"wt{i}", f"wb{i}") for i in range(VALUES_MAX_ROWS))
 
 
+def blob_arrays(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``params`` of a put whose blobs travel as scalar rows, with the same blobs as arrays added
+    (what put_call takes); those of a put that sent arrays already, as they are."""
+    if "blob_channels" in params:
+        return params
+    out = dict(params)
+    channels: list[Any] = []
+    versions: list[Any] = []
+    types: list[Any] = []
+    blobs: list[Any] = []
+    for c, v, t, b in _BLOB_KEYS:
+        if c not in params:
+            break
+        channels.append(params[c])
+        versions.append(params[v])
+        types.append(params[t])
+        blob = params[b]
+        blobs.append(None if blob is NULL_BYTEA else blob)
+    out["blob_channels"] = channels
+    out["blob_versions"] = versions
+    out["blob_types"] = types
+    out["blob_values"] = blobs
+    return out
+
+
 def put_params(
     serde: SerializerProtocol,
     config: RunnableConfig,

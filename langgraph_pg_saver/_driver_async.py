@@ -41,6 +41,7 @@ from ._driver import (
     Params,
     Row,
     State,
+    Unprepared,
     behind_pooler,
     can_restore,
     closed_error,
@@ -329,7 +330,12 @@ class AsyncDriver:
         await self._run(query, params, _NOTHING, upsert, None)
 
     async def fetch_one(
-        self, query: bytes, params: Params, *, upsert: bytes | None = None
+        self,
+        query: bytes,
+        params: Params,
+        *,
+        upsert: bytes | None = None,
+        unprepared: Unprepared | None = None,
     ) -> Row | None:
         """Run one statement and return its first row (None without one).
 
@@ -337,8 +343,12 @@ class AsyncDriver:
         ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
         autocommit, where the failed statement ends only its own transaction; anywhere else
         (inside a caller's transaction, say) ``upsert`` runs directly.
+
+        ``unprepared``: a statement that does what ``query`` does, and how to make its parameters
+        from ``params``, to send instead on such a connection when it prepares nothing (behind a
+        pooler): put's call of its server-side function, which is cheaper to parse and plan.
         """
-        row: Row | None = await self._run(query, params, _ONE, upsert, None)
+        row: Row | None = await self._run(query, params, _ONE, upsert, None, unprepared)
         return row
 
     async def fetch_all(
@@ -360,11 +370,12 @@ class AsyncDriver:
         returns: int,
         upsert: bytes | None,
         size_column: int | None,
+        unprepared: Unprepared | None = None,
     ) -> Any:
         retry = 0
         while True:
             try:
-                return await self._run_once(query, params, returns, upsert, size_column)
+                return await self._run_once(query, params, returns, upsert, size_column, unprepared)
             except Exception as exc:
                 retry += 1
                 await self._retry_or_raise(exc, retry)
@@ -438,9 +449,12 @@ class AsyncDriver:
         returns: int,
         upsert: bytes | None,
         size_column: int | None,
+        unprepared: Unprepared | None,
     ) -> Any:
         if self.statement_timeout is None:
-            return await self._run_unwatched(query, params, returns, upsert, size_column)
+            return await self._run_unwatched(
+                query, params, returns, upsert, size_column, unprepared
+            )
         fired = False
         try:
             async with self.connection() as conn:
@@ -467,6 +481,7 @@ class AsyncDriver:
         returns: int,
         upsert: bytes | None,
         size_column: int | None,
+        unprepared: Unprepared | None = None,
     ) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
@@ -499,6 +514,8 @@ class AsyncDriver:
                 await self._check_pooler(conn)
             kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
+            if unprepared is not None and conn.prepare_threshold is None:
+                query, params = unprepared[0], unprepared[1](params)
             try:
                 await cur.execute(query, params)
             except errors.UniqueViolation:

@@ -44,6 +44,17 @@ RETURNING 1
 {_put_row}
 RETURNING 1
 
+-- name: put_call
+-- put_new as a call of migration 0006's function, for a connection that prepares nothing (behind a
+-- pooler): this short statement is all that is parsed and planned per call; the function's own
+-- statements are planned once per server session. No row: the parent is not stored (put_orphan).
+SELECT 1 WHERE {schema}.pgsaver_put(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text,
+    %(parent_checkpoint_id)s::text, %(run_id)s::text, %(type)s::text, %(checkpoint)b::bytea,
+    %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b::bytea,
+    %(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
+    %(blob_values)b::bytea[])
+
 -- name: put_orphan
 -- put's second try, when put inserted nothing: its parent is not stored (never was: tests, tools and
 -- imports put such checkpoints; or was deleted by a prune or delete, before or during the put). The
@@ -884,8 +895,8 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 SELECT pg_backend_pid()
 
 -- name: missing_privileges
--- After a permission error: which of the privileges the runtime role needs it lacks, per table
--- (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
+-- After a permission error: which of the privileges the runtime role needs it lacks, per table and
+-- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
@@ -895,6 +906,12 @@ UNION ALL
 SELECT 'pgsaver_migrations', 'SELECT'
 WHERE to_regclass(%(schema)s || '.pgsaver_migrations') IS NOT NULL
   AND NOT has_table_privilege(to_regclass(%(schema)s || '.pgsaver_migrations'), 'SELECT')
+UNION ALL
+SELECT 'function ' || f.name, 'EXECUTE'
+FROM unnest(ARRAY['pgsaver_put', 'pgsaver_claim_head']) AS f(name)
+JOIN pg_proc AS pr ON pr.proname = f.name
+    AND pr.pronamespace = to_regnamespace(%(schema)s)
+WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')
 UNION ALL
 SELECT 'schema ' || %(schema)s, 'USAGE'
 WHERE NOT has_schema_privilege(%(schema)s, 'USAGE')

@@ -154,7 +154,7 @@ def fill_official(dsn: str) -> None:
         saver.setup()
         graph = two_nodes().compile(checkpointer=saver)
         for thread in OFFICIAL_THREADS:
-            graph.invoke({"log": ["x"]}, {"configurable": {"thread_id": thread}})
+            graph.invoke({"bar": ["x"]}, {"configurable": {"thread_id": thread}})
         store = OfficialStore(conn)  # type: ignore[arg-type]
         store.setup()
         for i in range(3):

@@ -185,3 +185,29 @@ def test_the_readme_roles_migrate_then_run(empty_db_dsn: str) -> None:
             admin.execute(f"DROP OWNED BY {app}, {migrate}")
             admin.execute(f"DROP ROLE {app}")
             admin.execute(f"DROP ROLE {migrate}")
+
+
+def test_runtime_role_unprepared_uses_the_function_and_names_it_when_revoked(
+    runtime: tuple[str, str], db_dsn: str
+) -> None:
+    """Behind a pooler put calls pgsaver_put: PUBLIC's EXECUTE suffices, and a DBA who revoked
+    it is told which function the role may not run."""
+    dsn, _role = runtime
+    with PostgresSaver.from_conn_string(dsn, prepare_threshold=None) as saver:
+        cp = checkpoint({"a": 1})
+        saver.put(config("f"), cp, {}, {"a": 1})
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(
+                "REVOKE EXECUTE ON FUNCTION pgsaver_put(text, text, text, text, text, text, bytea,"
+                " jsonb, jsonb, bytea, text[], text[], text[], bytea[]) FROM PUBLIC"
+            )
+        try:
+            with pytest.raises(PrivilegeError) as info:
+                saver.put(config("f"), checkpoint({"a": 2}), {}, {"a": 2})
+            assert ("function pgsaver_put", "EXECUTE") in info.value.missing, info.value.missing
+        finally:
+            with psycopg.connect(db_dsn, autocommit=True) as admin:
+                admin.execute(
+                    "GRANT EXECUTE ON FUNCTION pgsaver_put(text, text, text, text, text, text,"
+                    " bytea, jsonb, jsonb, bytea, text[], text[], text[], bytea[]) TO PUBLIC"
+                )

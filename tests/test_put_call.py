@@ -1,0 +1,131 @@
+"""put on a connection that prepares nothing (behind a pooler, or prepare_threshold=None) goes
+through migration 0006's function, pgsaver_put; prepared, it stays one statement. Both store the
+same rows, and the rare paths (a missing parent, a put stored again, many channels, a guarded put)
+behave the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import delta_chat, two_nodes
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_pg_saver import ConcurrentUpdateError, ParentCheckpointMissingError, PostgresSaver
+
+
+def function_calls(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'pgsaver_put'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def counted(db_dsn: str) -> str:
+    """The database, with its sessions counting calls of PL/pgSQL functions."""
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        name = conn.info.dbname
+        conn.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
+    return db_dsn
+
+
+def rows(dsn: str, thread: str) -> Any:
+    with psycopg.connect(dsn) as conn:
+        return (
+            conn.execute(
+                "SELECT checkpoint_id, parent_checkpoint_id, type, channel_versions, metadata"
+                " FROM pgsaver_checkpoints WHERE thread_id = %s ORDER BY checkpoint_id",
+                (thread,),
+            ).fetchall(),
+            conn.execute(
+                "SELECT channel, type, length(blob) FROM pgsaver_blobs WHERE thread_id = %s"
+                " ORDER BY channel, type, length(blob)",
+                (thread,),
+            ).fetchall(),
+        )
+
+
+@pytest.mark.parametrize("prepare", [None, 5])
+def test_unprepared_puts_call_the_function_and_store_the_same(counted: str, prepare: Any) -> None:
+    with PostgresSaver.from_conn_string(counted, prepare_threshold=prepare) as saver:
+        for builder, thread in ((two_nodes, "plain"), (delta_chat, "delta")):
+            graph = builder().compile(checkpointer=saver)
+            for i in range(6):
+                key = "bar" if builder is two_nodes else "messages"
+                graph.invoke({key: [f"m{i}"]}, {"configurable": {"thread_id": thread}})
+        with psycopg.connect(counted) as conn:
+            puts = conn.execute("SELECT count(*) FROM pgsaver_checkpoints").fetchone()
+        states = {
+            t: b().compile(checkpointer=saver).get_state({"configurable": {"thread_id": t}}).values
+            for b, t in ((two_nodes, "plain"), (delta_chat, "delta"))
+        }
+    # the saver's sessions have ended: their counts are flushed
+    calls = function_calls(counted)
+    assert puts is not None
+    if prepare is None:
+        assert calls == puts[0]  # every put went through the function
+    else:
+        assert calls == 0
+    assert states["plain"]["bar"][-3:] == ["m5", "a", "b"]
+    assert states["delta"]["messages"][-1] == "reply 6"
+
+
+def test_the_rare_paths_through_the_function(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=None) as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        first = empty_checkpoint()
+        first["channel_values"] = {f"c{i}": f"v{i}" for i in range(12)}  # arrays: over 8 rows
+        first["channel_versions"] = {f"c{i}": saver.get_next_version(None, None) for i in range(12)}
+        stored = saver.put(
+            config, first, {"source": "input", "step": -1}, first["channel_versions"]
+        )
+        assert saver.get_tuple(stored).checkpoint["channel_values"]["c11"] == "v11"  # type: ignore[union-attr]
+        # stored again (a retry): the function's plain INSERT meets the row, the upsert takes over
+        again = saver.put(
+            config, first, {"source": "input", "step": -1, "again": True}, first["channel_versions"]
+        )
+        assert saver.get_tuple(again).metadata["again"] is True  # type: ignore[union-attr]
+        # a parent that is not stored: the function stores nothing, put_orphan decides
+        lost: Any = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "nope"}
+        }
+        child = empty_checkpoint()
+        child["channel_values"] = {"c0": "x"}
+        child["channel_versions"] = {"c0": saver.get_next_version(None, None)}
+        whole = saver.put(lost, child, {"source": "loop", "step": 0}, child["channel_versions"])
+        assert saver.get_tuple(whole).parent_config["configurable"]["checkpoint_id"] == "nope"  # type: ignore[union-attr,index]
+        # ... and one whose state needs the missing parent is refused, nothing stored
+        partial = empty_checkpoint()
+        partial["channel_values"] = {"c0": "y"}
+        partial["channel_versions"] = {"c0": "9", "kept": "3"}
+        with pytest.raises(ParentCheckpointMissingError):
+            saver.put(lost, partial, {"source": "loop", "step": 1}, {"c0": "9"})
+        assert (
+            saver.get_tuple(
+                {
+                    "configurable": {
+                        "thread_id": "t",
+                        "checkpoint_ns": "",
+                        "checkpoint_id": partial["id"],
+                    }
+                }
+            )
+            is None
+        )
+
+
+def test_a_guarded_put_keeps_its_claim_unprepared(db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(
+        db_dsn, prepare_threshold=None, single_writer=True
+    ) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "g"}}
+        graph.invoke({"bar": ["a"]}, cfg)
+        first = list(graph.get_state_history(cfg))[-1]
+        graph.invoke({"bar": ["b"]}, cfg)
+        with pytest.raises(ConcurrentUpdateError):
+            graph.invoke({"bar": ["stale"]}, first.config)
