@@ -7,6 +7,7 @@ import copy
 from collections.abc import Collection
 from typing import Any
 
+import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -21,6 +22,21 @@ DEFAULT_PREPARE_THRESHOLD = 5
 POOL_MAX_IDLE = 230.0
 #: and every connection is replaced after this many (psycopg_pool's default is an hour)
 POOL_MAX_LIFETIME = 1800.0
+
+
+def mask_dsn(dsn: str, *, unreadable: str) -> str:
+    """``dsn`` with its password shown as ``****`` (for hints and logs); ``unreadable`` when it
+    does not parse as a connection string."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return unreadable
+    if "password" not in parts:
+        return dsn
+    parts["password"] = "****"
+    return make_conninfo("", **parts)
 
 
 def pool_options(timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import sql
 
 from . import _migrate
-from ._base import DEFAULT_SCHEMA
+from ._base import DEFAULT_SCHEMA, mask_dsn
 from ._crypto import KeyringSerializer
 from ._lifecycle import Report
 from ._sql import queries_for
@@ -1062,16 +1062,7 @@ def _masked(argv: Sequence[str]) -> list[str]:
 
 
 def _mask_dsn(dsn: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "'<the same DSN>'"
-    if "password" not in parts:
-        return dsn
-    parts["password"] = "****"
-    return make_conninfo("", **parts)
+    return mask_dsn(dsn, unreadable="'<the same DSN>'")
 
 
 def _shell_quote(text: str) -> str:

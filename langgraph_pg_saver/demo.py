@@ -41,6 +41,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from typing_extensions import NotRequired, TypedDict
 
+from ._base import mask_dsn
 from .errors import PgSaverError
 from .saver import PostgresSaver
 from .store import PostgresStore
@@ -253,17 +254,8 @@ def demo_command(args: Sequence[str], hint: Sequence[str] = ()) -> str:
 
 
 def masked(dsn: str) -> str:
-    """``dsn`` with its password replaced by ``***``."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:  # not parseable: show nothing of it
-        return "<your DSN>"
-    if "password" not in params:
-        return dsn
-    params["password"] = "***"
-    return make_conninfo("", **params)
+    """``dsn`` with its password replaced by ``****``."""
+    return mask_dsn(dsn, unreadable="<your DSN>")
 
 
 # --------------------------------------------------------------------------- the database

@@ -27,9 +27,7 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from conftest import _create_db, _drop_db
 from graphs import delta_chat, two_nodes
-from pgserver import Server
 
 from langgraph_pg_saver import PostgresSaver
 
@@ -122,15 +120,6 @@ def test_every_error_class_is_in_the_troubleshooting_table() -> None:
 
 
 # --------------------------------------------------------------------------- databases
-
-
-@pytest.fixture
-def fresh(pg_server: Server) -> Iterator[str]:
-    name = _create_db(pg_server)
-    try:
-        yield pg_server.dsn_for(name)
-    finally:
-        _drop_db(pg_server, name)
 
 
 def fill_threads(dsn: str) -> None:
@@ -352,7 +341,7 @@ def test_block_runs(
     if directive == "vector":
         dsn = request.getfixturevalue("vector_dsn")
     else:
-        dsn = request.getfixturevalue("fresh")
+        dsn = request.getfixturevalue("empty_db_dsn")
     if directive == "threads":
         fill_threads(dsn)
     if directive == "official":

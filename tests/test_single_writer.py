@@ -58,6 +58,21 @@ def _writer(dsn: str, name: str, n: int, start: Any, out: Any, guard: bool = Tru
     out.put((name, raised, other))
 
 
+def _race(dsn: str, *, guard: bool) -> list[Any]:
+    """Two processes invoking the shared thread 25 times each, starting together once ready;
+    their reports (name, inputs that raised, other errors)."""
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(dsn, name, 25, start, out, guard)) for name in "ab"]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    return results
+
+
 def _children(dsn: str, thread: str) -> dict[str | None, list[str]]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
@@ -73,15 +88,7 @@ def _children(dsn: str, thread: str) -> dict[str | None, list[str]]:
 
 @pytest.mark.slow
 def test_two_processes_on_one_thread_never_lose_an_input_silently(db_dsn: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Barrier(2), ctx.Queue()  # both begin together, once ready
-    procs = [ctx.Process(target=_writer, args=(db_dsn, name, 25, start, out)) for name in "ab"]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=240) for _ in procs]
-    for p in procs:
-        p.join(60)
-    assert all(p.exitcode == 0 for p in procs)
+    results = _race(db_dsn, guard=True)
     raised = {tag for _, tags, _ in results for tag in tags}
     print(f"{len(raised)} of 50 invokes lost the race")
     assert raised, "the two writers never overlapped: the guard was not exercised"
@@ -111,17 +118,7 @@ def test_two_processes_on_one_thread_never_lose_an_input_silently(db_dsn: str) -
 def test_without_the_guard_the_same_race_forks_and_loses_inputs(db_dsn: str) -> None:
     """The control: what single_writer=True prevents happens without it (as with the official
     saver), silently."""
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Barrier(2), ctx.Queue()
-    procs = [
-        ctx.Process(target=_writer, args=(db_dsn, name, 25, start, out, False)) for name in "ab"
-    ]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=240) for _ in procs]
-    for p in procs:
-        p.join(60)
-    assert all(p.exitcode == 0 for p in procs)
+    results = _race(db_dsn, guard=False)
     assert not [tag for _, tags, _ in results for tag in tags]  # nothing raised
     assert not [o for _, _, others in results for o in others]
     forks = {p: c for p, c in _children(db_dsn, "shared").items() if len(c) > 1}
