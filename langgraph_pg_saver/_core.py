@@ -490,6 +490,12 @@ def blob_arrays(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
+def with_checkpoint_id(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """get_tuple's ``params`` for get_tuple_call, which always takes a checkpoint id (None: the
+    latest)."""
+    return params if "checkpoint_id" in params else {**params, "checkpoint_id": None}
+
+
 def put_params(
     serde: SerializerProtocol,
     config: RunnableConfig,

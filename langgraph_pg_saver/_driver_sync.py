@@ -310,15 +310,21 @@ class Driver:
         return row
 
     def fetch_all(
-        self, query: bytes, params: Params, *, size_column: int | None = None
+        self,
+        query: bytes,
+        params: Params,
+        *,
+        size_column: int | None = None,
+        unprepared: Unprepared | None = None,
     ) -> list[Row]:
         """Run one statement and return all its rows.
 
         ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
         the connection's kept cursor; the bytes in that column measure it, and a result over
-        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held.
+        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held. ``unprepared``: as
+        for :meth:`fetch_one` (get_tuple's function call).
         """
-        rows: list[Row] = self._run(query, params, _ALL, None, size_column)
+        rows: list[Row] = self._run(query, params, _ALL, None, size_column, unprepared)
         return rows
 
     def _run(

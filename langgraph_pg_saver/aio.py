@@ -276,7 +276,11 @@ class AsyncPostgresSaver(SaverBase):
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         sel = _core.get_tuple_select(config)
         query = self._q.get_tuple(sel.predicates)
-        rows = await self._driver.fetch_all(query, sel.params, size_column=_core.GET_TUPLE_BYTES)
+        # behind a pooler (nothing prepared), the same rows from migration 0007's function
+        call = (self._q["get_tuple_call"], _core.with_checkpoint_id)
+        rows = await self._driver.fetch_all(
+            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=call
+        )
         tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
             await self._migrate_pending_sends((tup,))

@@ -257,6 +257,12 @@ WITH c AS MATERIALIZED (
 )
 {_tuple_rows}
 
+-- name: get_tuple_call
+-- get_tuple and get_tuple_id as a call of migration 0007's function, for a connection that prepares
+-- nothing (behind a pooler); checkpoint_id NULL: the latest. The same rows, in the same order.
+SELECT * FROM {schema}.pgsaver_get_tuple(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text)
+
 -- name: _tuple_columns
 -- Expects c (a pgsaver_checkpoints row).
 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
@@ -908,7 +914,7 @@ WHERE to_regclass(%(schema)s || '.pgsaver_migrations') IS NOT NULL
   AND NOT has_table_privilege(to_regclass(%(schema)s || '.pgsaver_migrations'), 'SELECT')
 UNION ALL
 SELECT 'function ' || f.name, 'EXECUTE'
-FROM unnest(ARRAY['pgsaver_put', 'pgsaver_claim_head']) AS f(name)
+FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
     AND pr.pronamespace = to_regnamespace(%(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')

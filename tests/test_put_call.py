@@ -1,7 +1,7 @@
-"""put on a connection that prepares nothing (behind a pooler, or prepare_threshold=None) goes
-through migration 0006's function, pgsaver_put; prepared, it stays one statement. Both store the
-same rows, and the rare paths (a missing parent, a put stored again, many channels, a guarded put)
-behave the same."""
+"""On a connection that prepares nothing (behind a pooler, or prepare_threshold=None), put goes
+through migration 0006's function, pgsaver_put, and get_tuple through 0007's, pgsaver_get_tuple;
+prepared, each stays one statement. Both ways store and read the same, and the rare paths (a
+missing parent, a put stored again, many channels, a guarded put) behave the same."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_pg_saver import ConcurrentUpdateError, ParentCheckpointMissingError, PostgresSaver
 
 
-def function_calls(dsn: str) -> int:
+def function_calls(dsn: str, name: str = "pgsaver_put") -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'pgsaver_put'"
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = %s",
+            (name,),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -65,11 +66,14 @@ def test_unprepared_puts_call_the_function_and_store_the_same(counted: str, prep
         }
     # the saver's sessions have ended: their counts are flushed
     calls = function_calls(counted)
+    reads = function_calls(counted, "pgsaver_get_tuple")
     assert puts is not None
     if prepare is None:
         assert calls == puts[0]  # every put went through the function
+        assert reads >= 2  # the get_state calls above, and the graphs' own reads
     else:
         assert calls == 0
+        assert reads == 0
     assert states["plain"]["bar"][-3:] == ["m5", "a", "b"]
     assert states["delta"]["messages"][-1] == "reply 6"
 
@@ -129,3 +133,40 @@ def test_a_guarded_put_keeps_its_claim_unprepared(db_dsn: str) -> None:
         graph.invoke({"bar": ["b"]}, cfg)
         with pytest.raises(ConcurrentUpdateError):
             graph.invoke({"bar": ["stale"]}, first.config)
+
+
+def test_get_tuple_reads_the_same_through_the_function(db_dsn: str) -> None:
+    """Every checkpoint of threads with pending writes, an interrupt, subgraph namespaces and a
+    DeltaChannel, read by id and as the latest, prepared and through the function."""
+    from graphs import approval_in_subgraph, with_subgraph
+
+    with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=0) as saver:
+        for builder, thread, given, turns in (
+            (two_nodes, "plain", {"bar": ["x"]}, 3),
+            (delta_chat, "delta", {"messages": ["hi"]}, 5),
+            (approval_in_subgraph, "waiting", {"request": "r"}, 1),  # its interrupt in the child
+            (with_subgraph, "sub", {"foo": "x"}, 2),
+        ):
+            graph = builder().compile(checkpointer=saver)
+            for _ in range(turns):
+                graph.invoke(given, {"configurable": {"thread_id": thread}})
+        configs = [t.config for t in saver.list(None)]
+    assert len(configs) > 10
+    latest = [
+        {
+            "configurable": {
+                "thread_id": c["configurable"]["thread_id"],
+                "checkpoint_ns": c["configurable"]["checkpoint_ns"],
+            }
+        }
+        for c in configs
+    ]
+    missing = [{"configurable": {"thread_id": "plain", "checkpoint_ns": "", "checkpoint_id": "x"}}]
+    reads: dict[Any, list[Any]] = {}
+    for prepare in (0, None):
+        with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=prepare) as saver:
+            reads[prepare] = [saver.get_tuple(c) for c in (*configs, *latest, *missing)]
+    assert reads[0] == reads[None]
+    assert reads[None][-1] is None
+    assert any(t is not None and t.pending_writes for t in reads[None])
+    assert {c["configurable"]["checkpoint_ns"] for c in configs} != {""}  # subgraph namespaces
