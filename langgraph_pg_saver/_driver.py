@@ -140,7 +140,7 @@ class State:
     """Open or closed, shared by a driver's users: LangGraph clones savers (``with_allowlist`` in
     strict msgpack mode), and a clone must see the original being opened or closed."""
 
-    __slots__ = ("active", "closed", "inflight", "opened_once", "retries")
+    __slots__ = ("active", "closed", "functions", "inflight", "opened_once", "retries")
 
     def __init__(self, closed: bool) -> None:
         self.closed = closed
@@ -151,6 +151,19 @@ class State:
         self.active = 0
         #: calls rerun after a transient error, since the saver was made
         self.retries = 0
+        #: whether to call the server-side functions of migrations 0006 and 0007 where nothing is
+        #: prepared; False once a call found one missing or not executable (the statements then)
+        self.functions = True
+
+
+def function_unusable(exc: Exception) -> bool:
+    """Whether ``exc`` says one of our server-side functions cannot be called: not there (a schema
+    migrated by an older release) or not executable by this role."""
+    text = str(exc)
+    return "pgsaver_" in text and (
+        getattr(exc, "sqlstate", None) == "42883"
+        or (getattr(exc, "sqlstate", None) == "42501" and "function" in text)
+    )
 
 
 def closed_error(owner: str) -> SaverClosedError:

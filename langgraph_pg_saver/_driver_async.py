@@ -46,6 +46,7 @@ from ._driver import (
     can_restore,
     closed_error,
     concurrent_update_error,
+    function_unusable,
     in_pipeline,
     kept_cursor,
     mark_pooler_checked,
@@ -415,8 +416,9 @@ class AsyncDriver:
         return PrivilegeError(
             f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
             f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
-            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, and SELECT on "
-            "pgsaver_migrations (docs/guide.md, 'Roles without DDL rights')",
+            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, SELECT on "
+            "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
+            "revoked (docs/guide.md, 'Roles without DDL rights')",
             missing,
         )
 
@@ -467,7 +469,9 @@ class AsyncDriver:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     async with self.cursor_on(conn) as cur:
-                        await cur.execute(upsert or query, params)
+                        # the upsert directly: a second statement after a conflict would be watched
+                        # as well, but costs a round trip the timeout's users did not ask for
+                        await self._send(cur, conn, upsert or query, params, upsert, unprepared)
                         return await _fetch(cur, returns)
                 finally:
                     fired = WATCHDOG.disarm(token)
@@ -479,6 +483,51 @@ class AsyncDriver:
                     "was stored"
                 ) from exc
             raise
+
+    async def _send(
+        self,
+        cur: AsyncCursor[Any],
+        conn: AsyncConnection[Any],
+        query: bytes,
+        params: Params,
+        upsert: bytes | None,
+        unprepared: Unprepared | None,
+    ) -> None:
+        """Execute ``query`` on a connection in autocommit, ``upsert`` after a unique violation;
+        on one that prepares nothing, ``unprepared`` (a call of our server-side function) instead,
+        while the functions are usable: a schema without them (migrated by an older release) or
+        a role that may not execute them gets the statement, and the saver stops calling them."""
+        if (
+            unprepared is not None
+            and conn.prepare_threshold is None
+            and conn.autocommit
+            and self.state.functions
+        ):
+            try:
+                await cur.execute(unprepared[0], unprepared[1](params))
+                return
+            except errors.UniqueViolation:
+                if upsert is None:
+                    raise
+                await cur.execute(upsert, params)
+                return
+            except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
+                if not function_unusable(exc):
+                    raise
+                self.state.functions = False
+                logger.warning(
+                    "%s: cannot call the server-side functions of migrations 0006/0007 (%s); "
+                    "sending the statements instead. Run setup() with the migration role to add "
+                    "them, or GRANT EXECUTE on them",
+                    self.owner,
+                    str(exc).strip(),
+                )
+        try:
+            await cur.execute(query, params)
+        except errors.UniqueViolation:
+            if upsert is None:
+                raise
+            await cur.execute(upsert, params)
 
     async def _run_unwatched(
         self,
@@ -520,14 +569,7 @@ class AsyncDriver:
                 await self._check_pooler(conn)
             kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
-            if unprepared is not None and conn.prepare_threshold is None:
-                query, params = unprepared[0], unprepared[1](params)
-            try:
-                await cur.execute(query, params)
-            except errors.UniqueViolation:
-                if upsert is None:
-                    raise
-                await cur.execute(upsert, params)
+            await self._send(cur, conn, query, params, upsert, unprepared)
             result = await _fetch(cur, returns)
             if not kept or (
                 size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES

@@ -288,7 +288,8 @@ class PostgresSaver(SaverBase):
         insert, upsert = self._put_sql(put)
         # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
         call = None if put.claim else (self._q["put_call"], _core.blob_arrays)
-        if self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call) is None:
+        stored = self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
+        if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
             orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
             if self._driver.fetch_one(orphan, put.params) is None:

@@ -47,8 +47,10 @@ RETURNING 1
 -- name: put_call
 -- put_new as a call of migration 0006's function, for a connection that prepares nothing (behind a
 -- pooler): this short statement is all that is parsed and planned per call; the function's own
--- statements are planned once per server session. No row: the parent is not stored (put_orphan).
-SELECT 1 WHERE {schema}.pgsaver_put(
+-- statements are planned once per server session. Its one row is false when the parent is not
+-- stored (the saver then tries put_orphan). A bare SELECT of the call, the shape Citus delegates
+-- to the worker of the function's distribution argument (docs/scaling.md).
+SELECT {schema}.pgsaver_put(
     %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text,
     %(parent_checkpoint_id)s::text, %(run_id)s::text, %(type)s::text, %(checkpoint)b::bytea,
     %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b::bytea,
@@ -97,6 +99,7 @@ WITH {_guard}, parent AS (
 RETURNING 1
 
 -- name: _put_checked
+-- Mirrored by migration 0006's pgsaver_put (put_call): a change here needs a migration replacing it.
 -- The head of put's WITH list (the statement continues with ", name AS (...)"). Defines the CTEs
 -- guard (the thread's shared advisory lock) and allowed: one row if the parent still exists (or
 -- there is none). Expects the parameters thread_id, checkpoint_ns, parent_checkpoint_id. The slot
@@ -906,17 +909,17 @@ SELECT pg_backend_pid()
 SELECT t.name, p.privilege
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
-WHERE to_regclass(%(schema)s || '.' || t.name) IS NOT NULL
-  AND NOT has_table_privilege(to_regclass(%(schema)s || '.' || t.name), p.privilege)
+WHERE to_regclass(quote_ident(%(schema)s) || '.' || t.name) IS NOT NULL
+  AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.' || t.name), p.privilege)
 UNION ALL
 SELECT 'pgsaver_migrations', 'SELECT'
-WHERE to_regclass(%(schema)s || '.pgsaver_migrations') IS NOT NULL
-  AND NOT has_table_privilege(to_regclass(%(schema)s || '.pgsaver_migrations'), 'SELECT')
+WHERE to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations') IS NOT NULL
+  AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations'), 'SELECT')
 UNION ALL
 SELECT 'function ' || f.name, 'EXECUTE'
 FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
-    AND pr.pronamespace = to_regnamespace(%(schema)s)
+    AND pr.pronamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = %(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')
 UNION ALL
 SELECT 'schema ' || %(schema)s, 'USAGE'

@@ -408,6 +408,14 @@ def test_put_on_a_deleted_parent_fails_loudly(saver: PostgresSaver, db_dsn: str)
     assert rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
 
 
+@pytest.fixture(params=[5, None], ids=["prepared", "unprepared"])
+def lock_saver(db_dsn: str, request: pytest.FixtureRequest) -> Iterator[PostgresSaver]:
+    """The saver of the lock-protocol tests, as it runs direct (put_new) and where nothing is
+    prepared (put through migration 0006's function)."""
+    with PostgresSaver.from_conn_string(db_dsn, max_size=4, prepare_threshold=request.param) as s:
+        yield s
+
+
 def _lock_waiters(dsn: str) -> int:
     return int(
         rows(dsn, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]
@@ -416,11 +424,12 @@ def _lock_waiters(dsn: str) -> int:
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
-    saver: PostgresSaver, db_dsn: str, outcome: str
+    lock_saver: PostgresSaver, db_dsn: str, outcome: str
 ) -> None:
     """A put that started while a deleter held the thread's lock must see the delete once the lock
     is free, though its own snapshot predates that commit: nothing written when the parent went with
     a value the child keeps, a normal put when the delete was rolled back."""
+    saver = lock_saver
     from langgraph_pg_saver import ParentCheckpointMissingError
     from langgraph_pg_saver._sql import raw_queries
 
@@ -469,8 +478,11 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
         )
 
 
-def test_an_ordinary_put_leaves_its_parent_row_untouched(saver: PostgresSaver, db_dsn: str) -> None:
+def test_an_ordinary_put_leaves_its_parent_row_untouched(
+    lock_saver: PostgresSaver, db_dsn: str
+) -> None:
     """The usual put only reads its parent (a row lock would cost a page write and a WAL record)."""
+    saver = lock_saver
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
     saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2})
     parent = first["configurable"]["checkpoint_id"]
@@ -479,8 +491,9 @@ def test_an_ordinary_put_leaves_its_parent_row_untouched(saver: PostgresSaver, d
     ) == [("0",)]
 
 
-def test_put_on_a_parent_touched_before_still_works(saver: PostgresSaver, db_dsn: str) -> None:
+def test_put_on_a_parent_touched_before_still_works(lock_saver: PostgresSaver, db_dsn: str) -> None:
     """A parent whose row carries an old locker's or updater's id takes the locking path."""
+    saver = lock_saver
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
     with psycopg.connect(db_dsn) as conn:
         conn.execute("SELECT 1 FROM pgsaver_checkpoints FOR KEY SHARE")

@@ -187,27 +187,47 @@ def test_the_readme_roles_migrate_then_run(empty_db_dsn: str) -> None:
             admin.execute(f"DROP ROLE {migrate}")
 
 
-def test_runtime_role_unprepared_uses_the_function_and_names_it_when_revoked(
-    runtime: tuple[str, str], db_dsn: str
+def test_runtime_role_unprepared_without_execute_falls_back_to_the_statements(
+    runtime: tuple[str, str], db_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Behind a pooler put calls pgsaver_put: PUBLIC's EXECUTE suffices, and a DBA who revoked
-    it is told which function the role may not run."""
+    """Behind a pooler put calls pgsaver_put: PUBLIC's EXECUTE suffices. A DBA who revoked it
+    loses only the optimisation: the saver says so once and sends the statements; the privilege
+    report names the function."""
     dsn, _role = runtime
+    signature = (
+        "pgsaver_put(text, text, text, text, text, text, bytea, jsonb, jsonb, bytea, text[],"
+        " text[], text[], bytea[])"
+    )
     with PostgresSaver.from_conn_string(dsn, prepare_threshold=None) as saver:
-        cp = checkpoint({"a": 1})
-        saver.put(config("f"), cp, {}, {"a": 1})
+        saver.put(config("f"), checkpoint({"a": 1}), {}, {"a": 1})
         with psycopg.connect(db_dsn, autocommit=True) as admin:
-            admin.execute(
-                "REVOKE EXECUTE ON FUNCTION pgsaver_put(text, text, text, text, text, text, bytea,"
-                " jsonb, jsonb, bytea, text[], text[], text[], bytea[]) FROM PUBLIC"
-            )
+            admin.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
         try:
-            with pytest.raises(PrivilegeError) as info:
-                saver.put(config("f"), checkpoint({"a": 2}), {}, {"a": 2})
-            assert ("function pgsaver_put", "EXECUTE") in info.value.missing, info.value.missing
+            with caplog.at_level("WARNING", logger="langgraph_pg_saver"):
+                for i in range(3):
+                    v = 2 + i
+                    saver.put(config("f"), checkpoint({"a": v}, {"a": v}), {}, {"a": v})
+            said = [r for r in caplog.records if "server-side functions" in r.getMessage()]
+            assert len(said) == 1, said  # once, then the statements without asking again
+            assert saver.get_tuple(config("f")).checkpoint["channel_values"] == {"a": 4}  # type: ignore[union-attr]
+            with psycopg.connect(dsn) as conn:
+                missing = conn.execute(
+                    saver._q["missing_privileges"],  # type: ignore[attr-defined]
+                    {"schema": "public"},
+                ).fetchall()
+            assert ("function pgsaver_put", "EXECUTE") in missing, missing
         finally:
             with psycopg.connect(db_dsn, autocommit=True) as admin:
-                admin.execute(
-                    "GRANT EXECUTE ON FUNCTION pgsaver_put(text, text, text, text, text, text,"
-                    " bytea, jsonb, jsonb, bytea, text[], text[], text[], bytea[]) TO PUBLIC"
-                )
+                admin.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO PUBLIC")
+
+
+def test_a_schema_without_the_functions_falls_back_to_the_statements(db_dsn: str) -> None:
+    """A schema an older release migrated (no 0006 and 0007): behind a pooler, put and get_tuple
+    send their statements."""
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute("DROP FUNCTION pgsaver_put")
+        admin.execute("DROP FUNCTION pgsaver_get_tuple")
+    with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=None) as saver:
+        stored = saver.put(config("old"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert saver.get_tuple(stored).checkpoint["channel_values"] == {"a": 1}  # type: ignore[union-attr]
+        assert saver.get_tuple(config("old")) is not None

@@ -6,9 +6,12 @@
 -- connection does not prepare; prepared, put_new stays (a call costs a little more than it).
 -- It does what put_new does, in the same order and with the same locks: the thread's advisory lock
 -- held shared (key class 1818718323, the lifecycle lock's), then the parent read once the lock is
--- held. An xmax of 0 proves the parent is still there (the lifecycle deleters hold that lock
--- exclusively, so none runs until this commits); any other xmax takes FOR KEY SHARE, which waits for a
--- deleter still running and rechecks (see _put_checked). Then plain INSERTs of the blobs and the
+-- held. The function is VOLATILE, so under READ COMMITTED that read takes a snapshot of its own,
+-- after the wait: a prune that committed meanwhile is simply not seen. An xmax of 0 proves the
+-- parent is still there (the lifecycle deleters hold the lock exclusively, so none runs until this
+-- commits); any other xmax (an unlocked delete_thread in flight, an earlier row lock; or, under
+-- REPEATABLE READ, whose snapshot predates the wait, a delete) takes FOR KEY SHARE, which waits for
+-- a deleter still running and rechecks, as put_new does (_put_checked). Then plain INSERTs of the blobs and the
 -- checkpoint: a row that exists already raises a unique violation, which ends the call with nothing
 -- stored, and the saver runs the put upsert instead. Returns false, storing nothing, when the parent
 -- is not there (the saver then tries put_orphan). A guarded put (single_writer=True) does not come

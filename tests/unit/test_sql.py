@@ -139,13 +139,14 @@ def test_newer_migrations_are_refused_unless_all_additive() -> None:
 def test_unknown_slots_and_placeholders_are_refused_when_loaded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    queries = _sql.Queries("public")  # the real ones, loaded before the typo is slipped in
     raw = dict(_sql.raw_queries())
     monkeypatch.setattr(_sql, "raw_queries", lambda: {**raw, "typo": "SELECT {wher}"})
     with pytest.raises(ValueError, match=r"typo has unknown slots \['wher'\]"):
         _sql.Queries("public")
     mig = _sql.Migration(99, "x", "CREATE TABLE {schema}.t (a int); -- {oops}")
     with pytest.raises(KeyError, match="oops"):
-        _sql.queries_for("public").migration(mig)
+        queries.migration(mig)
 
 
 def test_slots_must_be_given_exactly() -> None:
@@ -158,3 +159,32 @@ def test_slots_must_be_given_exactly() -> None:
         q.render("put", blob_rows=-1, claim=False)
     with pytest.raises(ValueError, match="claim takes a bool"):
         q.render("put", blob_rows=1, claim=1)
+
+
+def test_the_server_side_functions_mirror_the_statements() -> None:
+    """Migrations 0006 and 0007 hold copies of put's lock and of get_tuple's queries: a change to
+    those in queries.sql needs a migration replacing the functions, which this test asks for."""
+    import re
+    from pathlib import Path
+
+    from langgraph_pg_saver._sql import queries_for
+
+    migrations = Path(__file__).resolve().parents[2] / "sql" / "migrations"
+    q = queries_for("public")
+    lock_class = _sql.raw_queries()["_lock_class"].strip().splitlines()[-1]
+    put_fn = (migrations / "0006_put_function.sql").read_text()
+    assert f"pg_advisory_xact_lock_shared({lock_class}, hashtext(p_thread))" in put_fn
+
+    def squash(text: str) -> str:
+        return re.sub(r"\s+", " ", text).strip()
+
+    get_fn = squash((migrations / "0007_get_tuple_function.sql").read_text())
+    for name in ("get_tuple", "get_tuple_id"):
+        body = q[name].decode().replace('"public".', "{schema}.")
+        for param, arg in (
+            ("thread_id", "p_thread"),
+            ("checkpoint_ns", "p_ns"),
+            ("checkpoint_id", "p_id"),
+        ):
+            body = body.replace(f"%({param})s", arg)
+        assert squash(body) in get_fn, f"{name} changed: 0007's copy of it needs a new migration"
