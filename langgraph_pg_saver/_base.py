@@ -12,6 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _core
+from ._driver import Unprepared
 from ._sql import Queries, queries_for
 
 DEFAULT_SCHEMA = "public"
@@ -64,6 +65,9 @@ class SaverBase(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         self._q = queries_for(schema)
+        # where nothing is prepared: the calls of migrations 0006/0007's functions (Driver._send)
+        self._put_call: Unprepared = (self._q["put_call"], _core.blob_arrays)
+        self._get_tuple_call: Unprepared = (self._q["get_tuple_call"], _core.with_checkpoint_id)
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer

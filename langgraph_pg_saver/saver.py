@@ -207,9 +207,8 @@ class PostgresSaver(SaverBase):
         sel = _core.get_tuple_select(config)
         query = self._q.get_tuple(sel.predicates)
         # behind a pooler (nothing prepared), the same rows from migration 0007's function
-        call = (self._q["get_tuple_call"], _core.with_checkpoint_id)
         rows = self._driver.fetch_all(
-            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=call
+            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
         )
         tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
@@ -287,7 +286,7 @@ class PostgresSaver(SaverBase):
             put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
         # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
-        call = None if put.claim else (self._q["put_call"], _core.blob_arrays)
+        call = None if put.claim else self._put_call
         stored = self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only

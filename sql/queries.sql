@@ -871,9 +871,10 @@ SELECT 0, NULL, NULL, NULL, NULL,
 UNION ALL
 SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL, NULL FROM dependents
 
--- name: threads_after
--- The next distinct thread ids after a cursor, in order, by skipping through the primary key.
-WITH RECURSIVE t AS (
+-- name: _threads_after
+-- The recursive CTE t: the distinct thread ids after %(after)s, in order, one primary-key probe
+-- each (a skip scan), ending in a NULL row. Use as WITH RECURSIVE {_threads_after}.
+t AS (
     (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
      WHERE c.thread_id > %(after)s ORDER BY c.thread_id LIMIT 1)
     UNION ALL
@@ -881,6 +882,10 @@ WITH RECURSIVE t AS (
             WHERE c.thread_id > t.thread_id ORDER BY c.thread_id LIMIT 1)
     FROM t WHERE t.thread_id IS NOT NULL
 )
+
+-- name: threads_after
+-- The next distinct thread ids after a cursor, in order, by skipping through the primary key.
+WITH RECURSIVE {_threads_after}
 SELECT thread_id FROM t WHERE thread_id IS NOT NULL LIMIT %(limit)s
 
 -- name: idle_threads
@@ -1132,14 +1137,7 @@ ORDER BY 1, 2
 
 -- name: ops_thread_count
 -- How many threads sort after %(after)s (the progress bar's total), skipping through the key.
-WITH RECURSIVE t AS (
-    (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
-     WHERE c.thread_id > %(after)s ORDER BY c.thread_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
-            WHERE c.thread_id > t.thread_id ORDER BY c.thread_id LIMIT 1)
-    FROM t WHERE t.thread_id IS NOT NULL
-)
+WITH RECURSIVE {_threads_after}
 SELECT count(*) FROM t WHERE thread_id IS NOT NULL
 
 -- ============================================================================ the Store
