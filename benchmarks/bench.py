@@ -155,11 +155,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="names the results file benchmarks/results/LABEL.json (default latest)",
     )
     parser.add_argument("--out", type=Path, help="the results file (default from --label)")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=0,
+        help="add this many checkpoints of background threads to each saver's tables before the"
+        " other fixtures (copies of a 100-checkpoint thread of the put workload's payloads, 3"
+        " writes each): --scale 1000000 measures every workload next to a million checkpoints",
+    )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", args.label):
         parser.error("--label: letters, digits, '.', '_' and '-' only")
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
+    if args.scale < 0:
+        parser.error("--scale must be 0 or more")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if args.out is None:
@@ -184,7 +194,7 @@ def _run(
             ).fetchall()
         )
     print(f"server: {settings}", flush=True)
-    bench = Bench(dsn, QUICK if args.quick else FULL, args.workloads)
+    bench = Bench(dsn, QUICK if args.quick else FULL, args.workloads, args.scale)
     configs = args.config
     with ExitStack() as stack:
         with ExitStack() as build:
@@ -229,6 +239,7 @@ def _run(
         "versions": versions(),
         "rounds": args.rounds,
         "quick": args.quick,
+        "scale": args.scale,
         "workloads_selected": args.workloads,
         "workload_seconds": {k: round(v, 1) for k, v in bench.seconds.items()},
         "configs": summary,

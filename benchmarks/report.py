@@ -73,7 +73,9 @@ def _range(row: dict[str, Any], party: str) -> str:
 
 def _rounds(results: dict[str, Any]) -> str:
     n = results.get("rounds", 0)
-    return f"{n} round{'' if n == 1 else 's'}{', quick' if results.get('quick') else ''}"
+    scale = results.get("scale") or 0
+    extra = f", {scale:,} background checkpoints per saver" if scale else ""
+    return f"{n} round{'' if n == 1 else 's'}{', quick' if results.get('quick') else ''}{extra}"
 
 
 def markdown(results: dict[str, Any]) -> str:

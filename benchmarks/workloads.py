@@ -48,14 +48,16 @@ class Sizes:
     filter_threads: int  # the threads list(None, filter) searches
     calls: int  # calls per party and round of put, put_writes and get_tuple
     list_calls: int  # of list(...)
+    global_calls: int  # of list(None, filter, limit=10), which the official saver runs as a scan
     graph_invokes: int  # of the sync graph
     # at 300 supersteps, on the long thread: a call there decodes thousands of messages, and a
     # cyclic GC pass that lands in one call adds 60-100 ms to it, so a median needs several
     get_state_calls: tuple[int, int]
 
 
-FULL = Sizes(20_000, 2000, 300, 60, 24, (20, 5))
-QUICK = Sizes(2000, 500, 150, 30, 12, (12, 5))
+FULL = Sizes(20_000, 2000, 300, 60, 20, 24, (20, 5))
+QUICK = Sizes(2000, 500, 150, 30, 10, 12, (12, 5))
+BACKGROUND_CHAIN = 100  # checkpoints of the template thread that --scale copies
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ WORKLOADS: dict[str, Workload] = {
         Workload("stale", ("get_tuple by id, stale statistics",), ("stale",)),
         Workload("list", ("list(thread, limit=20)",), ("t1000",)),
         Workload("list-filter", ("list(None, filter)",), ("many",)),
+        Workload(
+            "list-global",
+            ("list(None, dense filter, limit=10)", "list(None, sparse filter, limit=10)"),
+            ("many",),
+        ),
         Workload(
             "get_state", ("DeltaChannel get_state @300", "DeltaChannel get_state @long"), ("delta",)
         ),
@@ -104,8 +111,9 @@ def _thread(configs: list[Any]) -> str:
 
 
 class Bench:
-    def __init__(self, dsn: str, sizes: Sizes, selected: list[str]) -> None:
+    def __init__(self, dsn: str, sizes: Sizes, selected: list[str], scale: int = 0) -> None:
         self.dsn = dsn
+        self.scale = scale  # --scale: the checkpoints of background threads added per saver
         self.sizes = sizes
         self.selected = selected
         # samples[config][row][party]: one value per round (the round's median, or throughput)
@@ -131,6 +139,10 @@ class Bench:
             "get_tuple by id, stale statistics": "get_tuple by id, stale statistics",
             "list(thread, limit=20)": "list(thread, limit=20), 1,000 checkpoints",
             "list(None, filter)": f"list(None, filter), {self.sizes.filter_threads:,} threads",
+            "list(None, dense filter, limit=10)": "list(None, filter matching every checkpoint,"
+            " limit=10)",
+            "list(None, sparse filter, limit=10)": "list(None, filter matching 20 checkpoints,"
+            " limit=10)",
             "DeltaChannel get_state @300": "DeltaChannel get_state @300 supersteps",
             "DeltaChannel get_state @long": f"DeltaChannel get_state @{long} supersteps",
             "8-node graph, sync, per superstep": "8-node graph, sync, per superstep",
@@ -152,6 +164,8 @@ class Bench:
         """Fixtures for the selected workloads, built once, outside the timed rounds, and read by
         every configuration (they differ only in how they connect)."""
         payloads.warm()
+        if self.scale:
+            self.build_background(savers)
         for impl, saver in savers.items():
             fx = self.fixtures[impl]
             t0 = time.perf_counter()
@@ -186,6 +200,53 @@ class Bench:
                 self.fixtures["floor"]["t200"] = put_chain(store, "floor-t200", 200, writes=1)
             if self.needs("t1000"):
                 self.fixtures["floor"]["t1000"] = put_chain(store, "floor-t1000", 1000)
+
+    def build_background(self, savers: dict[str, BaseCheckpointSaver[Any]]) -> None:
+        """--scale N: N checkpoints of other threads in each saver's tables, stored as each saver
+        stores them. One template thread of BACKGROUND_CHAIN checkpoints (the put workload's
+        payloads, 3 writes each, metadata {"user": "bg", "tenant": "acme"}) is put through the
+        saver, then its rows are copied in SQL under N / BACKGROUND_CHAIN thread ids. Built
+        before the other fixtures, so their checkpoints are the newest."""
+        copies = max(self.scale // BACKGROUND_CHAIN - 1, 0)
+        tables = {
+            "ours": ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes"),
+            "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+        }
+        for impl, saver in savers.items():
+            t0 = time.perf_counter()
+            template = f"{impl}-bg"
+            put_chain(
+                saver,
+                template,
+                BACKGROUND_CHAIN,
+                writes=1,
+                metadata={"user": "bg", "tenant": "acme"},
+            )
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                for table in tables[impl]:
+                    cols = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT column_name FROM information_schema.columns WHERE"
+                            " table_schema = 'public' AND table_name = %s ORDER BY ordinal_position",
+                            (table,),
+                        ).fetchall()
+                    ]
+                    picked = ", ".join(
+                        "t.thread_id || '-' || g" if c == "thread_id" else f't."{c}"' for c in cols
+                    )
+                    names = ", ".join(f'"{c}"' for c in cols)
+                    conn.execute(
+                        f'INSERT INTO "{table}" ({names}) SELECT {picked} FROM "{table}" AS t'  # type: ignore[arg-type]
+                        " CROSS JOIN generate_series(1, %s) AS g WHERE t.thread_id = %s",
+                        (copies, template),
+                    )
+                conn.execute("CHECKPOINT")
+            print(
+                f"  [{impl}] {(copies + 1) * BACKGROUND_CHAIN:,} background checkpoints in"
+                f" {time.perf_counter() - t0:.0f}s",
+                flush=True,
+            )
 
     def _build_delta(self, saver: BaseCheckpointSaver[Any], who: str) -> None:
         graph = payloads.delta_loop().compile(checkpointer=saver)
@@ -441,6 +502,24 @@ class Bench:
             ),
             floor=lambda i: conn.execute("SELECT 1").fetchone(),
         )
+
+    def run_list_global(self, cfg: Config, savers: Any, conn: Any, r: int) -> None:
+        """list(None, filter, limit=10) across every thread, the two shapes a plan must fit: a
+        filter every checkpoint matches (the newest ten are the answer) and one that matches 20
+        (the "many" fixture's user-N), however large the table."""
+        calls = self.sizes.global_calls
+        for row, make in (
+            ("list(None, dense filter, limit=10)", lambda i: {"tenant": "acme"}),
+            ("list(None, sparse filter, limit=10)", lambda i: {"user": f"user-{i % 100}"}),
+        ):
+
+            def op(impl: str, i: int, make: Any = make) -> None:
+                got = list(savers[impl].list(None, filter=make(i), limit=10))
+                assert len(got) == 10, len(got)
+
+            self.alternate(
+                cfg.name, row, calls, op, floor=lambda i: conn.execute("SELECT 1").fetchone()
+            )
 
     def run_get_state(self, cfg: Config, savers: Any, conn: Any, r: int) -> None:
         """get_state of DeltaChannel threads; the floor: the same over InMemorySaver."""

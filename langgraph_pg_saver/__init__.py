@@ -6,6 +6,7 @@ from .aio import AsyncPostgresSaver
 from .errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
+    CorruptValueError,
     DecryptionError,
     DeltaDependencyError,
     EncryptionKeyError,
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncPostgresStore",
     "ConcurrentUpdateError",
     "ConnectionTimeoutError",
+    "CorruptValueError",
     "DecryptionError",
     "DeltaDependencyError",
     "EncryptionKeyError",

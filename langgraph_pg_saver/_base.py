@@ -11,7 +11,7 @@ import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _core
+from . import _compress, _core
 from ._driver import Unprepared
 from ._sql import Queries, queries_for
 
@@ -62,8 +62,12 @@ class SaverBase(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         schema: str = DEFAULT_SCHEMA,
         single_writer: bool = False,
+        compression: _compress.Compression = "zstd",
     ) -> None:
         super().__init__(serde=serde)
+        #: how values are stored: "zstd" (compressed where it pays) or None (_compress)
+        self.compression = _compress.check(compression)
+        self._compress = compression is not None
         self._q = queries_for(schema)
         # where nothing is prepared: the calls of migrations 0006/0007's functions (Driver._send)
         self._put_call: Unprepared = (self._q["put_call"], _core.blob_arrays)

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _metadata
+from . import _compress, _metadata
 from ._adapt import NULL_BYTEA
 from ._crypto import KeyringSerializer, Place, describe
 from ._metadata import encodable
@@ -359,23 +359,33 @@ def sealer(serde: SerializerProtocol) -> KeyringSerializer | None:
 
 
 def dump_at(
-    serde: SerializerProtocol, obj: Any, what: str, name: object, parts: Place
+    serde: SerializerProtocol,
+    obj: Any,
+    what: str,
+    name: object,
+    parts: Place,
+    compress: bool = False,
 ) -> tuple[str, bytes]:
-    """:func:`dump`, sealed with the value's place ``parts`` under a KeyringSerializer (the
-    surrogate check then sees the plaintext)."""
+    """:func:`dump`, compressed when ``compress`` and it pays (_compress.pack), then sealed with the
+    value's place ``parts`` under a KeyringSerializer (the surrogate check sees the plaintext)."""
     if isinstance(serde, KeyringSerializer):
         type_, data = dump(serde.serde, obj, what, name)
+        if compress:
+            type_, data = _compress.pack(type_, data)
         return serde.seal(type_, data, parts)
+    if compress:
+        return _compress.pack(*dump(serde, obj, what, name))
     return dump(serde, obj, what, name)
 
 
 def load_at(
     serde: SerializerProtocol, type_: str, data: bytes, parts: Place, channel: object = None
 ) -> Any:
-    """A stored value read back: ``parts`` (its place) is checked under a KeyringSerializer."""
+    """A stored value read back: ``parts`` (its place) is checked under a KeyringSerializer; a
+    compressed value is decompressed (whatever the saver's own ``compression``)."""
     if isinstance(serde, KeyringSerializer):
         return serde.open(type_, data, parts, channel)
-    return serde.loads_typed((type_, data))
+    return serde.loads_typed(_compress.unpack(type_, data))
 
 
 def pack_typed(
@@ -504,11 +514,13 @@ def put_params(
     new_versions: ChannelVersions,
     *,
     values_max: int = VALUES_MAX_ROWS,
+    compress: bool = False,
 ) -> Batch:
     """Parameters of the ``put`` query. Raises before anything is written if the input is unusable.
 
     The values of ``new_versions`` go as scalars when there are at most ``values_max`` (and at
-    least one) of them, otherwise as arrays (``values_max=0``: always arrays).
+    least one) of them, otherwise as arrays (``values_max=0``: always arrays). ``compress``: the
+    values and the body are stored compressed where that pays (_compress).
     """
     keys = config_keys(config)
     checkpoint_id = _text(checkpoint["id"], "checkpoint id")
@@ -527,6 +539,7 @@ def put_params(
                     "the value of channel",
                     channel,
                     ("blob", keys.thread_id, keys.checkpoint_ns, channel, params[v]),
+                    compress,
                 )
             else:
                 params[t] = EMPTY
@@ -547,6 +560,7 @@ def put_params(
                     "the value of channel",
                     channel,
                     ("blob", keys.thread_id, keys.checkpoint_ns, channel, versions[-1]),
+                    compress,
                 )
                 types.append(type_)
                 blobs.append(data)
@@ -568,6 +582,7 @@ def put_params(
         body_place(*here, keys.checkpoint_id, all_versions)
         if isinstance(serde, KeyringSerializer)
         else (),
+        compress,
     )
     # channel names become jsonb keys: a lossless ASCII encoding proves every name is storable;
     # anything else is checked name by name, for a clear error
@@ -632,12 +647,13 @@ def put_writes_params(
     task_path: str,
     *,
     values_max: int = VALUES_MAX_ROWS,
+    compress: bool = False,
 ) -> Batch | None:
     """Parameters of ``put_writes``, or None when there is nothing to write.
 
     Ordinary writes get their position as idx; special channels get their fixed negative idx, and
     if one call repeats a special channel the last value wins (as a later call would). Up to
-    ``values_max`` ordinary writes go as scalars, others as arrays (see put_params).
+    ``values_max`` ordinary writes go as scalars, others as arrays; ``compress`` as in put_params.
     """
     keys = config_keys(config)
     if keys.checkpoint_id is None:
@@ -667,7 +683,7 @@ def put_writes_params(
         for (c, t, b), (idx, (channel, value)) in zip(_WRITE_KEYS, rows.items(), strict=False):
             params[c] = channel
             params[t], params[b] = dump_at(
-                serde, value, "the write to channel", channel, (*here, idx, channel, path)
+                serde, value, "the write to channel", channel, (*here, idx, channel, path), compress
             )
         return Batch(params, len(rows))
     idxs: list[int] = []
@@ -676,7 +692,7 @@ def put_writes_params(
     blobs: list[bytes | None] = []
     for idx, (channel, value) in rows.items():
         type_, data = dump_at(
-            serde, value, "the write to channel", channel, (*here, idx, channel, path)
+            serde, value, "the write to channel", channel, (*here, idx, channel, path), compress
         )
         idxs.append(idx)
         channels.append(channel)
@@ -842,7 +858,7 @@ def _checkpoint_tuple(
     thread_id, checkpoint_ns, checkpoint_id, parent_id = row[1], row[2], row[3], row[4]
     if isinstance(serde, KeyringSerializer):
         return _sealed_checkpoint_tuple(serde, row, values, writes)
-    loads = serde.loads_typed  # values decoded in place, as in get_tuple_rows_to_tuple
+    loads = _compress.decoder(serde.loads_typed)  # decoded in place, as in get_tuple_rows_to_tuple
     checkpoint: dict[str, Any] = loads((row[5], row[6]))
     checkpoint["channel_versions"] = row[10]
     channel_values: dict[str, Any] = {}
@@ -915,7 +931,7 @@ def get_tuple_rows_to_tuple(
     head: Sequence[Any] | None = None
     channel_values: dict[str, Any] = {}
     pending: list[PendingWrite] = []
-    loads = serde.loads_typed
+    loads = _compress.decoder(serde.loads_typed)
     # decoded in place (a NULL value, never stored for a real value, reads as b""): a helper call
     # per value was a fifth of this function
     for row in rows:

@@ -22,6 +22,7 @@ from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from . import _compress
 from .errors import DecryptionError, EncryptionKeyError
 
 MAGIC = b"LGE1"
@@ -278,7 +279,7 @@ class KeyringSerializer(SerializerProtocol):
         """The value stored at ``parts`` (``channel`` only names it in errors)."""
         inner = self.unseal(type_, data, parts, channel)
         if inner is not None:
-            return self.serde.loads_typed(inner)
+            return self.serde.loads_typed(_compress.unpack(*inner))
         return self._fallback_loads(type_, data, parts, channel)
 
     def _fallback_loads(self, type_: str, data: bytes, parts: Place, channel: object) -> Any:
@@ -289,7 +290,7 @@ class KeyringSerializer(SerializerProtocol):
                 "as KeyringSerializer(..., fallback=...) to read it",
                 where=at,
             )
-        return (self.fallback or self.serde).loads_typed((type_, data))
+        return (self.fallback or self.serde).loads_typed(_compress.unpack(type_, data))
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> KeyringSerializer:
         """A copy whose inner serializer has LangGraph's msgpack allowlist extended (what

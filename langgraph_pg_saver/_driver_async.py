@@ -56,7 +56,7 @@ from ._driver import (
     rows_nbytes,
     timeout_error,
 )
-from ._sql import Queries
+from ._sql import CustomPlan, Queries
 from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
 from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
@@ -84,6 +84,12 @@ _monotonic = time.monotonic
 _MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
 # what _run returns
 _NOTHING, _ONE, _ALL = 0, 1, 2
+
+
+def _prepare(query: bytes) -> bool | None:
+    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
+    across threads), else the connection's prepare_threshold decides."""
+    return False if type(query) is CustomPlan else None
 
 
 class AsyncDriver:
@@ -523,7 +529,7 @@ class AsyncDriver:
                     str(exc).strip(),
                 )
         try:
-            await cur.execute(query, params)
+            await cur.execute(query, params, prepare=_prepare(query))
         except errors.UniqueViolation:
             if upsert is None:
                 raise
@@ -544,7 +550,7 @@ class AsyncDriver:
         pool = self.pool
         if pool is None or self.state.closed or (returns == _ALL and size_column is None):
             async with self.cursor() as cur:
-                await cur.execute(upsert or query, params)
+                await cur.execute(upsert or query, params, prepare=_prepare(query))
                 return await _fetch(cur, returns)
         # [async-only]
         if self.loop is None:
@@ -563,7 +569,7 @@ class AsyncDriver:
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
-                    await cur.execute(upsert or query, params)
+                    await cur.execute(upsert or query, params, prepare=_prepare(query))
                     return await _fetch(cur, returns)
             if needs_pooler_check(conn):
                 await self._check_pooler(conn)

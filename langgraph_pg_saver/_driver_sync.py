@@ -43,7 +43,7 @@ from ._driver import (
     rows_nbytes,
     timeout_error,
 )
-from ._sql import Queries
+from ._sql import CustomPlan, Queries
 from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
 from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
 
@@ -62,6 +62,12 @@ _monotonic = time.monotonic
 _MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
 # what _run returns
 _NOTHING, _ONE, _ALL = 0, 1, 2
+
+
+def _prepare(query: bytes) -> bool | None:
+    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
+    across threads), else the connection's prepare_threshold decides."""
+    return False if type(query) is CustomPlan else None
 
 
 class Driver:
@@ -477,7 +483,7 @@ class Driver:
                     str(exc).strip(),
                 )
         try:
-            cur.execute(query, params)
+            cur.execute(query, params, prepare=_prepare(query))
         except errors.UniqueViolation:
             if upsert is None:
                 raise
@@ -498,7 +504,7 @@ class Driver:
         pool = self.pool
         if pool is None or self.state.closed or (returns == _ALL and size_column is None):
             with self.cursor() as cur:
-                cur.execute(upsert or query, params)
+                cur.execute(upsert or query, params, prepare=_prepare(query))
                 return _fetch(cur, returns)
         state = self.state
         state.active += 1
@@ -512,7 +518,7 @@ class Driver:
         try:
             if not conn.autocommit:
                 with self.cursor_on(conn) as cur:
-                    cur.execute(upsert or query, params)
+                    cur.execute(upsert or query, params, prepare=_prepare(query))
                     return _fetch(cur, returns)
             if needs_pooler_check(conn):
                 self._check_pooler(conn)

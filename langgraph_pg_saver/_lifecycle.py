@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _core
+from . import _compress, _core
 from ._crypto import KeyringSerializer, Place
 from ._sql import Queries
 from .errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
@@ -163,10 +163,11 @@ def assemble_history(
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
     crypt = _core.sealer(serde)
+    loads = _compress.decoder(serde.loads_typed)
     for kind, _depth, path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
         data = blob if blob is not None else b""
         if crypt is None:
-            value = serde.loads_typed((type_, data))
+            value = loads((type_, data))
         elif kind == 0:
             value = crypt.open(type_, data, ("write", thread, ns, cid, task_id, idx, channel, path))
         else:

@@ -24,6 +24,15 @@ _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _NAME_RE = re.compile(r"^-- name: (\S+)\s*$", re.MULTILINE)
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+
+
+class CustomPlan(bytes):
+    """A statement the driver sends unprepared, so the server plans it for each call's parameter
+    values (list() across threads: read_tuples_global)."""
+
+    __slots__ = ()
+
+
 #: the named fragments a {where} slot is made of: _w_<name>
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
@@ -227,10 +236,19 @@ class Queries:
 
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
-        newest checkpoints of each namespace, merged), else over the chosen keys."""
-        if "thread" in predicates and "ns" not in predicates and "id" not in predicates:
+        newest checkpoints of each namespace, merged), over the whole table planned for each call
+        without a thread (a CustomPlan), else over the chosen keys."""
+        if "thread" not in predicates:
+            return CustomPlan(self.render("read_tuples_global", where=predicates))
+        if "ns" not in predicates and "id" not in predicates:
             return self.render("read_tuples_per_ns", where=predicates)
         return self.render("read_tuples", where=predicates)
+
+    def list_keys(self, predicates: tuple[str, ...]) -> bytes:
+        """list_keys (a filter checked by the saver), planned for each call without a thread."""
+        if "thread" not in predicates:
+            return CustomPlan(self.render("list_keys_global", where=predicates))
+        return self.render("list_keys", where=predicates)
 
     def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
         """get_tuple's statement: by id, or the latest of the thread's namespace."""

@@ -183,3 +183,8 @@ class DecryptionError(PgSaverError, ValueError):
         super().__init__(message)
         self.key_id = key_id
         self.where = where
+
+
+class CorruptValueError(PgSaverError, ValueError):
+    """A stored value marked as compressed (its type ends in ``/zstd``) does not decompress: its
+    bytes were changed or truncated outside the saver. Nothing is returned for it."""

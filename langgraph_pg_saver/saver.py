@@ -28,6 +28,7 @@ from ._base import (
     SaverBase,
     pool_options,
 )
+from ._compress import Compression
 from ._driver_sync import CLOSE_TIMEOUT, Driver
 from ._lifecycle import Report
 from .errors import InvalidInputError, ParentCheckpointMissingError
@@ -48,6 +49,9 @@ class PostgresSaver(SaverBase):
             synced when it ends, and returns what it would without a pipeline.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
+        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
+            bytes or more are stored zstd-compressed where that saves an eighth (chat messages
+            shrink to about 0.6); ``None``: stored as serialized. Either way both forms are read.
     """
 
     _driver: Driver
@@ -62,8 +66,11 @@ class PostgresSaver(SaverBase):
         retry: RetryPolicy = DEFAULT_RETRY,
         single_writer: bool = False,
         statement_timeout: float | None = None,
+        compression: Compression = "zstd",
     ) -> None:
-        super().__init__(serde=serde, schema=schema, single_writer=single_writer)
+        super().__init__(
+            serde=serde, schema=schema, single_writer=single_writer, compression=compression
+        )
         self._driver = Driver(
             conn,
             self._q,
@@ -95,6 +102,7 @@ class PostgresSaver(SaverBase):
         timeout: float = 30.0,
         single_writer: bool = False,
         statement_timeout: float | None = None,
+        compression: Compression = "zstd",
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -122,6 +130,8 @@ class PostgresSaver(SaverBase):
         delete_thread) may run on the server before it is cancelled there and raises
         ``StatementTimeoutError`` (kept on the client: pooler-safe). None (default): no limit.
 
+        ``compression``: ``"zstd"`` (default) or ``None``, as for the constructor.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -144,6 +154,7 @@ class PostgresSaver(SaverBase):
             retry=retry,
             single_writer=single_writer,
             statement_timeout=statement_timeout,
+            compression=compression,
         )
         saver._driver.own_pool()
         return saver
@@ -251,7 +262,7 @@ class PostgresSaver(SaverBase):
                 found = [*_core.read_rows_to_tuples(self.serde, rows)]
                 seen = len(found)
             else:  # check the candidates' metadata first, then read only the matches
-                query = self._q.render("list_keys", where=sel.predicates)
+                query = self._q.list_keys(sel.predicates)
                 rows = self._driver.fetch_all(query, params)
                 seen = len(rows)
                 keys = _core.matching_keys(self.serde, plan, rows, want)
@@ -281,7 +292,9 @@ class PostgresSaver(SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
-        put = _core.put_params(self.serde, config, checkpoint, metadata, new_versions)
+        put = _core.put_params(
+            self.serde, config, checkpoint, metadata, new_versions, compress=self._compress
+        )
         if self._claims(metadata):
             put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
@@ -306,7 +319,9 @@ class PostgresSaver(SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
-        built = _core.put_writes_params(self.serde, config, writes, task_id, task_path)
+        built = _core.put_writes_params(
+            self.serde, config, writes, task_id, task_path, compress=self._compress
+        )
         if built is None:
             return
         query, upsert = self._put_writes_sql(built)

@@ -325,6 +325,29 @@ WITH k AS MATERIALIZED (
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
+-- name: read_tuples_global
+-- list() without a thread (list(None, filter=..., limit=...)): read_tuples over the whole table, the
+-- filter and the limit visible to the planner, sent unprepared (a custom plan at every call: the
+-- driver's CustomPlan), so the plan fits the filter at hand. Where its matches are dense the planner
+-- walks pgsaver_checkpoints_id_idx newest first and stops at the limit; where they are sparse it
+-- takes the GIN index and sorts the few matches (migration 0008). Planning costs a fraction of a
+-- millisecond; a plan chosen for another filter could cost the whole table.
+WITH k AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {where}
+    ORDER BY c.checkpoint_id DESC
+    LIMIT %(limit)s::bigint
+), {_read_body}
+
+-- name: list_keys_global
+-- list_keys without a thread, planned as read_tuples_global is.
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE {where}
+ORDER BY c.checkpoint_id DESC
+LIMIT %(limit)s::bigint
+
 -- name: list_keys
 -- The first step of list() for a filter its prefilter cannot select exactly (a None, a bool, a
 -- list or dict value): the keys and metadata of the candidates, newest first, for the saver to

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from typing import Any
 
 import psycopg
@@ -124,8 +125,9 @@ def test_small_statements_reuse_one_cursor_per_connection_but_keep_nothing_large
             assert getattr(conn, KEPT) is kept
         small = _params_bytes(kept)
         assert 0 < small < 10_000
-        # a large value runs on a cursor of its own: the kept one does not hold on to it
-        big = "v" * (400 * 1024)
+        # a large value runs on a cursor of its own: the kept one does not hold on to it (random
+        # text: compression would shrink a repeated letter to a few bytes)
+        big = secrets.token_urlsafe(300 * 1024)
         stored = saver.put(stored, checkpoint({"a": big}, {"a": 3}), {}, {"a": 3})
         saver.put_writes(stored, [("a", big)], "task-2")
         with saver._pool.connection() as conn:  # type: ignore[union-attr]

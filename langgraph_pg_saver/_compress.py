@@ -1,0 +1,97 @@
+"""Compression of stored values: zstd at level 1, marked in the value's type.
+
+A value the saver stores (a channel value, a pending write, a checkpoint body) is serialized by the
+serde into ``(type, bytes)``. With compression on (the savers' default, ``compression="zstd"``), bytes
+of at least :data:`MIN_SIZE` whose zstd frame saves at least an eighth are stored as that frame, and
+the type gains :data:`SUFFIX` (``"msgpack"`` becomes ``"msgpack/zstd"``); anything else is stored as
+it was. Under a KeyringSerializer the frame is what gets encrypted (ciphertext does not compress), so
+the suffix sits inside the sealed inner type.
+
+Reading looks only at the type: any saver, whatever its ``compression``, reads both forms, so the
+option can change at any time and rows written either way stay readable.
+
+Chat messages and state dicts as LangGraph serializes them shrink to about 0.6 of their size at
+level 1 (``make bench``'s payloads), for about 5 µs per KB to compress and 2-3 µs per KB (plus a
+few µs per value) to decompress: less than LangGraph's serializer spends on the same value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+import zstandard
+
+from .errors import CorruptValueError
+
+#: the compression option's values: "zstd" (default) or None (store values as serialized)
+Compression = Literal["zstd"] | None
+#: appended to the type of a value stored compressed
+SUFFIX = "/zstd"
+#: values shorter than this are stored as they are (a frame's header and tables would eat the gain)
+MIN_SIZE = 512
+LEVEL = 1
+
+_local = threading.local()  # zstd contexts are reusable but not shareable between threads
+
+
+def check(compression: object) -> Compression:
+    """``compression`` as given, or a ValueError that names it."""
+    if compression is not None and compression != "zstd":
+        raise ValueError(f"compression must be 'zstd' or None, not {compression!r}")
+    return compression
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    try:
+        return _local.compressor  # type: ignore[no-any-return]
+    except AttributeError:
+        _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
+        return _local.compressor  # type: ignore[no-any-return]
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    try:
+        return _local.decompressor  # type: ignore[no-any-return]
+    except AttributeError:
+        _local.decompressor = zstandard.ZstdDecompressor()
+        return _local.decompressor  # type: ignore[no-any-return]
+
+
+def pack(type_: str, data: bytes) -> tuple[str, bytes]:
+    """The stored form of a serialized value: compressed and marked when that saves an eighth."""
+    size = len(data)
+    # a "+" type is encrypted by its serializer (LangGraph's EncryptedSerializer: "msgpack+aes"):
+    # ciphertext does not compress
+    if size < MIN_SIZE or "+" in type_ or type_.endswith(SUFFIX):
+        return type_, data
+    frame = _compressor().compress(data)
+    if len(frame) > size - (size >> 3):
+        return type_, data
+    return type_ + SUFFIX, frame
+
+
+def unpack(type_: str, data: bytes) -> tuple[str, bytes]:
+    """The serializer's (type, bytes) of a stored value: decompressed when its type says so."""
+    if not type_.endswith(SUFFIX):
+        return type_, data
+    try:
+        plain = _decompressor().decompress(data)
+    except zstandard.ZstdError as exc:
+        raise CorruptValueError(
+            f"a stored value of type {type_!r} is not a whole zstd frame ({exc}): the row was "
+            "changed or truncated outside the saver"
+        ) from exc
+    return type_[: -len(SUFFIX)], plain
+
+
+def decoder(loads: Callable[[tuple[str, bytes]], Any]) -> Callable[[tuple[str, bytes]], Any]:
+    """``loads`` (a serde's loads_typed) that first decompresses a compressed value."""
+
+    def decode(pair: tuple[str, bytes]) -> Any:
+        if pair[0].endswith(SUFFIX):
+            return loads(unpack(pair[0], pair[1]))
+        return loads(pair)
+
+    return decode

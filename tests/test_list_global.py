@@ -1,0 +1,189 @@
+"""list(None, filter=..., limit=...) across threads (migration 0008, read_tuples_global): the planner
+sees the filter and the limit at every call and picks the plan that fits it. On a table of 30,000
+checkpoints with analyzed statistics: a filter every checkpoint matches walks the checkpoint-id
+index newest first and stops at the limit; a filter 30 checkpoints match takes the GIN index and
+sorts those. Either way the answer is InMemorySaver's, and the statement is never prepared (a plan
+chosen for one filter would be kept for the next)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import checkpoint, config
+from test_indexes import plan_nodes
+
+from langgraph_pg_saver import PostgresSaver
+
+THREADS, PER_THREAD = 1000, 30
+ID_INDEX = "pgsaver_checkpoints_id_idx"
+GIN_INDEX = "pgsaver_checkpoints_metadata_idx"
+
+
+@pytest.fixture
+def table(db_dsn: str) -> str:
+    """THREADS threads of PER_THREAD checkpoints: one real thread stored by the saver (so rows look
+    as it writes them), copied in SQL; metadata {"tenant": "acme", "user": "u-<thread % 1000>",
+    "step": n}; analyzed."""
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        cfg = config("t-0")
+        for step in range(PER_THREAD):
+            cp = checkpoint({"v": step}, {"v": str(step + 1)})
+            cfg = saver.put(
+                cfg, cp, {"tenant": "acme", "user": "u-0", "step": step}, {"v": str(step + 1)}
+            )
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        cols = [
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public'"
+                " AND table_name = 'pgsaver_checkpoints' ORDER BY ordinal_position"
+            ).fetchall()
+        ]
+        picked = ", ".join(
+            "'t-' || g"
+            if c == "thread_id"
+            else "jsonb_set(metadata, '{user}', to_jsonb('u-' || g))"
+            if c == "metadata"
+            else c
+            for c in cols
+        )
+        conn.execute(
+            f"INSERT INTO pgsaver_checkpoints ({', '.join(cols)}) SELECT {picked}"  # type: ignore[arg-type]
+            f" FROM pgsaver_checkpoints CROSS JOIN generate_series(1, {THREADS - 1}) AS g"
+            " WHERE thread_id = 't-0'"
+        )
+        conn.execute(
+            "INSERT INTO pgsaver_blobs SELECT 't-' || g, checkpoint_ns, channel, version, type,"
+            f" blob FROM pgsaver_blobs CROSS JOIN generate_series(1, {THREADS - 1}) AS g"
+            " WHERE thread_id = 't-0'"
+        )
+        conn.execute("ANALYZE pgsaver_checkpoints")
+    return db_dsn
+
+
+def plan_of_k(dsn: str, saver: PostgresSaver, flt: dict[str, Any]) -> set[tuple[str, str]]:
+    """How list(None, filter=flt, limit=10)'s statement, planned with these parameters, reads
+    pgsaver_checkpoints: its scan nodes there, as (node type, index or table)."""
+    query = saver._q.read_tuples(("filter",))
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            b"EXPLAIN (FORMAT JSON) " + query,
+            {"filter": json.dumps(flt), "limit": 10},
+            prepare=False,
+        ).fetchone()
+    assert row is not None
+    found = set()
+    for n in plan_nodes(row[0]):
+        if n.get("Index Name", "").startswith("pgsaver_checkpoints"):
+            found.add((n["Node Type"], n["Index Name"]))
+        elif n.get("Relation Name") == "pgsaver_checkpoints" and "Index Name" not in n:
+            found.add((n["Node Type"], "pgsaver_checkpoints"))
+    return found
+
+
+@pytest.mark.slow
+def test_the_plan_fits_the_filter_dense_walks_the_id_index_sparse_uses_gin(table: str) -> None:
+    with PostgresSaver.from_conn_string(table) as saver:
+        # every checkpoint matches: newest first through the id index, stopping at 10
+        # (the primary key is each chosen checkpoint's lookup afterwards)
+        dense_plan = plan_of_k(table, saver, {"tenant": "acme"})
+        assert ("Index Scan", ID_INDEX) in dense_plan, dense_plan
+        assert not {i for _, i in dense_plan} & {GIN_INDEX, "pgsaver_checkpoints"}, dense_plan
+        # 30 of 30,000 match: the GIN index (a bitmap), then a sort of the 30
+        sparse_plan = plan_of_k(table, saver, {"user": "u-7"})
+        assert ("Bitmap Index Scan", GIN_INDEX) in sparse_plan, sparse_plan
+        assert ID_INDEX not in {i for _, i in sparse_plan}, sparse_plan
+
+        dense = list(saver.list(None, filter={"tenant": "acme"}, limit=10))
+        sparse = list(saver.list(None, filter={"user": "u-7"}, limit=10))
+        everything = list(saver.list(None, filter={"user": "u-7"}))
+    with psycopg.connect(table) as conn:
+        newest = conn.execute(
+            "SELECT checkpoint_id FROM pgsaver_checkpoints ORDER BY checkpoint_id DESC LIMIT 10"
+        ).fetchall()
+    assert [t.config["configurable"]["checkpoint_id"] for t in dense] == [r[0] for r in newest]
+    assert len(sparse) == 10
+    assert {t.config["configurable"]["thread_id"] for t in everything} == {"t-7"}
+    assert len(everything) == PER_THREAD
+    assert [t.checkpoint["id"] for t in sparse] == [t.checkpoint["id"] for t in everything[:10]]
+    assert all(t.metadata["user"] == "u-7" for t in everything)
+
+
+def test_list_across_threads_is_never_prepared(db_dsn: str) -> None:
+    """prepare_threshold=0 prepares every statement at its first use: the saver's list(None, ...)
+    statements still go unprepared, while its other statements are prepared."""
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        cfg = saver.put(config("p"), checkpoint({"v": 1}), {"k": 1}, {"v": 1})
+
+        def prepared() -> list[str]:
+            rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+            return [r[0] for r in rows]
+
+        for flt in ({"k": 1}, {"k": 2}, None):
+            assert len(list(saver.list(None, filter=flt, limit=5))) == (0 if flt == {"k": 2} else 1)
+        # a filter the saver checks itself (a list value) runs list_keys_global, unprepared too,
+        # then reads the matches by key (a statement whose plan no filter changes: prepared)
+        assert list(saver.list(None, filter={"k": [1]}, limit=5)) == []
+        saver.get_tuple(cfg)
+        statements = prepared()
+        # the statements across threads are the ones whose limit the planner sees
+        assert not [s for s in statements if re.search(r"LIMIT \$\d+::bigint", s)], statements
+        assert any("pgsaver_writes" in s for s in statements)  # get_tuple's, prepared
+        assert any("unnest(" in s for s in statements)  # read_tuples_keys
+
+
+def test_migration_8_keeps_an_index_built_concurrently_and_rebuilds_an_invalid_one(
+    db_dsn: str,
+) -> None:
+    """The guide's way on a large table: the index built first with CREATE INDEX CONCURRENTLY,
+    then setup(); a concurrent build that failed leaves an invalid index, which setup() builds
+    again."""
+
+    def index() -> tuple[int, bool] | None:
+        with psycopg.connect(db_dsn) as conn:
+            row = conn.execute(
+                "SELECT i.indexrelid::int, i.indisvalid FROM pg_index i"
+                " WHERE i.indexrelid = to_regclass('public.pgsaver_checkpoints_id_idx')"
+            ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        saver.put(config("x"), checkpoint({"v": 1}), {}, {"v": 1})
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("DROP INDEX pgsaver_checkpoints_id_idx")
+        conn.execute(
+            "CREATE INDEX CONCURRENTLY pgsaver_checkpoints_id_idx"
+            " ON pgsaver_checkpoints (checkpoint_id, thread_id, checkpoint_ns)"
+        )
+        conn.execute("DELETE FROM pgsaver_migrations WHERE version = 8")
+    built = index()
+    assert built is not None
+    assert built[1]
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+    assert index() == built  # kept, not rebuilt
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        # what a failed CREATE INDEX CONCURRENTLY leaves behind
+        conn.execute(
+            "UPDATE pg_index SET indisvalid = false"
+            " WHERE indexrelid = 'pgsaver_checkpoints_id_idx'::regclass"
+        )
+        conn.execute("DELETE FROM pgsaver_migrations WHERE version = 8")
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        assert len(list(saver.list(None, limit=1))) == 1
+        with saver._pool.connection() as conn:  # type: ignore[union-attr]
+            applied = conn.execute("SELECT version FROM pgsaver_migrations").fetchall()
+    rebuilt = index()
+    assert rebuilt is not None
+    assert rebuilt[1]
+    assert rebuilt[0] != built[0]
+    assert (8,) in applied
