@@ -771,6 +771,14 @@ def list_select(
     return Select(tuple(predicates), params, plan)
 
 
+def checkpoints_in(name: str, rows: Sequence[Sequence[Any]]) -> int:
+    """How many checkpoints rows of ``read_tuples`` (kind 2 rows) or ``list_keys`` (one each)
+    hold."""
+    if name == "list_keys":
+        return len(rows)
+    return sum(1 for row in rows if row[0] == 2)
+
+
 def first_fetch(plan: _metadata.FilterPlan, limit: int | None) -> int | None:
     """How many candidates a filtered list() reads first: its limit when the prefilter is exact,
     more when candidates are checked by their metadata (narrow rows) before any is read whole."""

@@ -42,7 +42,7 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "claim", "vtype", "vop", *ROW_SLOTS})
+SLOTS = frozenset({"where", "scan", "claim", "vtype", "vop", *ROW_SLOTS})
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
 VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
 
@@ -213,7 +213,7 @@ class Queries:
         return text.encode()
 
     def _slot(self, slot: str, value: Any) -> str:
-        if slot == "where":
+        if slot in ("where", "scan"):
             parts = [self._fragments[f"_w_{p}"] for p in value]
             return " AND ".join(f"({p})" for p in parts) if parts else "true"
         if slot == "claim":
@@ -236,8 +236,9 @@ class Queries:
 
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
-        newest checkpoints of each namespace, merged), over the whole table planned for each call
-        without a thread (a CustomPlan), else over the chosen keys."""
+        newest checkpoints of each namespace, merged); without a thread, planned for each call (a
+        CustomPlan: read_tuples_global, after read_tuples_recent when there is a limit); else over
+        the chosen keys."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
         if "ns" not in predicates and "id" not in predicates:
@@ -245,10 +246,20 @@ class Queries:
         return self.render("read_tuples", where=predicates)
 
     def list_keys(self, predicates: tuple[str, ...]) -> bytes:
-        """list_keys (a filter checked by the saver), planned for each call without a thread."""
+        """list_keys (a filter checked by the saver); without a thread, as read_tuples."""
         if "thread" not in predicates:
             return CustomPlan(self.render("list_keys_global", where=predicates))
         return self.render("list_keys", where=predicates)
+
+    def recent(self, name: str, predicates: tuple[str, ...]) -> bytes | None:
+        """The first phase of ``read_tuples`` or ``list_keys`` across threads (``name``: which):
+        a walk of the newest checkpoints; None within a thread, which has no such phase."""
+        if "thread" in predicates:
+            return None
+        scan = tuple(p for p in predicates if p != "filter")
+        if name == "read_tuples":
+            return self.render("read_tuples_recent", where=predicates, scan=scan)
+        return self.render("list_keys_recent", where=predicates, scan=scan)
 
     def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
         """get_tuple's statement: by id, or the latest of the thread's namespace."""

@@ -99,8 +99,8 @@ class AsyncPostgresSaver(SaverBase):
             synced when it ends, and returns what it would without a pipeline.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
-        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
-            bytes or more are stored zstd-compressed where that saves an eighth (chat messages
+        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 2 KB
+            or more are stored zstd-compressed where that saves an eighth (chat messages
             shrink to about 0.6); ``None``: stored as serialized. Either way both forms are read.
     """
 
@@ -309,7 +309,7 @@ class AsyncPostgresSaver(SaverBase):
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         if sel.filter is None:
-            rows = await self._driver.fetch_all(self._q.read_tuples(sel.predicates), sel.params)
+            rows = await self._select("read_tuples", sel.predicates, sel.params)
             tuples: Iterable[CheckpointTuple] = _core.read_rows_to_tuples(self.serde, rows)
         else:
             tuples = await self._filtered(sel, sel.filter)
@@ -330,12 +330,11 @@ class AsyncPostgresSaver(SaverBase):
             params = {**sel.params, "limit": fetch}
             found: list[CheckpointTuple] = []
             if plan.exact:  # the usual filter: candidates are matches but for rows stored lossy
-                rows = await self._driver.fetch_all(self._q.read_tuples(sel.predicates), params)
+                rows = await self._select("read_tuples", sel.predicates, params)
                 found = [*_core.read_rows_to_tuples(self.serde, rows)]
                 seen = len(found)
             else:  # check the candidates' metadata first, then read only the matches
-                query = self._q.list_keys(sel.predicates)
-                rows = await self._driver.fetch_all(query, params)
+                rows = await self._select("list_keys", sel.predicates, params)
                 seen = len(rows)
                 keys = _core.matching_keys(self.serde, plan, rows, want)
                 if keys:
@@ -347,6 +346,23 @@ class AsyncPostgresSaver(SaverBase):
             if want is None or fetch is None or len(matched) >= want or seen < fetch:
                 return matched[:want]
             fetch *= 4
+
+    async def _select(
+        self, name: str, predicates: tuple[str, ...], params: dict[str, Any]
+    ) -> Sequence[Any]:
+        """The rows of ``read_tuples`` or ``list_keys`` (``name``). Across threads with a limit, a
+        walk of the newest checkpoints comes first (``*_recent``, prepared); only when fewer than
+        the limit of them pass does the statement over the whole table run, planned for this
+        filter (docs/design.md, section 10)."""
+        limit = params["limit"]
+        recent = None if limit is None else self._q.recent(name, predicates)
+        if recent is not None:
+            rows = await self._driver.fetch_all(recent, params)
+            if _core.checkpoints_in(name, rows) >= limit:
+                return rows
+        if name == "read_tuples":
+            return await self._driver.fetch_all(self._q.read_tuples(predicates), params)
+        return await self._driver.fetch_all(self._q.list_keys(predicates), params)
 
     async def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
         """Checkpoints of format < 4 read their Send packets from their parent's writes (one more

@@ -325,13 +325,49 @@ WITH k AS MATERIALIZED (
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
+-- name: read_tuples_recent
+-- list() across threads with a limit (list(None, filter=..., limit=n)), first phase: the newest
+-- checkpoints (the {scan} predicates: before) walked newest first on migration 0008's
+-- pgsaver_checkpoints_id_idx, at most 20 × n of them (at least 200, at most 5,000), and the first n
+-- that pass the filter. When n pass, they are the answer (no match is newer than the walk's last
+-- row): a filter the newest checkpoints mostly match ends after about n / its density rows, however
+-- large the table, and whatever the statistics say of the filter. A plain prepared statement: the
+-- walk is the only plan. When fewer pass, the saver runs read_tuples_global instead.
+WITH k AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM (
+        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE {scan}
+        ORDER BY c.checkpoint_id DESC
+        LIMIT (SELECT least(greatest(20 * %(limit)s::bigint, 200), 5000))
+    ) AS c
+    WHERE {where}
+    LIMIT (SELECT %(limit)s::bigint)
+), {_read_body}
+
+-- name: list_keys_recent
+-- list_keys across threads with a limit, first phase (as read_tuples_recent).
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+FROM (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {scan}
+    ORDER BY c.checkpoint_id DESC
+    LIMIT (SELECT least(greatest(20 * %(limit)s::bigint, 200), 5000))
+) AS c
+WHERE {where}
+LIMIT (SELECT %(limit)s::bigint)
+
 -- name: read_tuples_global
--- list() without a thread (list(None, filter=..., limit=...)): read_tuples over the whole table, the
--- filter and the limit visible to the planner, sent unprepared (a custom plan at every call: the
--- driver's CustomPlan), so the plan fits the filter at hand. Where its matches are dense the planner
--- walks pgsaver_checkpoints_id_idx newest first and stops at the limit; where they are sparse it
--- takes the GIN index and sorts the few matches (migration 0008). Planning costs a fraction of a
--- millisecond; a plan chosen for another filter could cost the whole table.
+-- list() across threads, second phase (or the only one, without a limit): read_tuples over the whole
+-- table with the filter and the limit visible to the planner, sent unprepared (a custom plan at
+-- every call: the driver's CustomPlan), so the plan fits the filter at hand: where the statistics
+-- say its matches are dense, a walk of pgsaver_checkpoints_id_idx newest first that stops at the
+-- limit; where they are sparse, the GIN index and a sort of the matches. (The planner cannot know
+-- that a filter's matches are all older than the newest rows, which the first phase found: a dense
+-- filter then walks down to them.) Planning costs a millisecond or two; a plan kept from another
+-- filter could cost the whole table.
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
@@ -341,7 +377,7 @@ WITH k AS MATERIALIZED (
 ), {_read_body}
 
 -- name: list_keys_global
--- list_keys without a thread, planned as read_tuples_global is.
+-- list_keys across threads, second phase, planned as read_tuples_global is.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}

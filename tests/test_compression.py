@@ -1,4 +1,4 @@
-"""compression="zstd" (the default): values, writes and bodies of 512 bytes or more are stored as zstd
+"""compression="zstd" (the default): values, writes and bodies of 2 KB or more are stored as zstd
 frames where that saves an eighth, their type marked "/zstd"; compression=None stores them as
 serialized. Every saver reads both forms, encrypted or not, through every read path (get_tuple,
 list, DeltaChannel history, copy_thread); a frame changed outside the saver fails loudly."""
@@ -45,7 +45,7 @@ def messages(k: int) -> list[Any]:
 
 VALUES: dict[str, Any] = {
     "chat": messages(3),  # compressible: stored as a frame
-    "small": {"n": 1, "tag": "x"},  # under 512 bytes: as serialized
+    "small": {"n": 1, "tag": "x", "text": prose(150)},  # about 1 KB, under 2 KB: as serialized
     "noise": os.urandom(4096),  # does not compress: as serialized
 }
 SERDE = JsonPlusSerializer()
@@ -194,7 +194,7 @@ def test_a_changed_frame_fails_naming_its_type_and_nothing_changes(db_dsn: str) 
 def test_deltachannel_history_reads_compressed_writes_and_snapshots(db_dsn: str) -> None:
     """The DeltaChannel's writes and snapshots, compressed, give the state an uncompressed
     thread gives (get_state folds them through delta_history)."""
-    turns = [prose(150) for _ in range(7)]
+    turns = [prose(400) for _ in range(7)]
     states = {}
     for compression in ("zstd", None):
         with PostgresSaver.from_conn_string(db_dsn, compression=compression) as saver:
@@ -214,7 +214,7 @@ def test_deltachannel_history_reads_compressed_writes_and_snapshots(db_dsn: str)
             " AND channel = 'messages' UNION SELECT DISTINCT 'b', type FROM pgsaver_blobs"
             " WHERE thread_id = 'delta-zstd' AND channel = 'messages'"
         ).fetchall()
-    # the inputs' writes and the snapshots compressed; the short replies and markers not
+    # the inputs' writes (2-3 KB) and the snapshots compressed; the short replies and markers not
     assert set(kinds) == {
         ("w", "msgpack/zstd"),
         ("w", "msgpack"),

@@ -1,9 +1,11 @@
-"""list(None, filter=..., limit=...) across threads (migration 0008, read_tuples_global): the planner
-sees the filter and the limit at every call and picks the plan that fits it. On a table of 30,000
-checkpoints with analyzed statistics: a filter every checkpoint matches walks the checkpoint-id
-index newest first and stops at the limit; a filter 30 checkpoints match takes the GIN index and
-sorts those. Either way the answer is InMemorySaver's, and the statement is never prepared (a plan
-chosen for one filter would be kept for the next)."""
+"""list(None, filter=..., limit=...) across threads (migration 0008): first a walk of the newest
+checkpoints on the checkpoint-id index (read_tuples_recent, prepared), which is the answer when
+enough of them match; only otherwise the statement over the whole table, with the filter and the
+limit visible to the planner at every call (read_tuples_global, never prepared), which walks the id
+index where the statistics say matches are dense and takes the GIN index where they are sparse. On a
+table of 30,000 checkpoints with analyzed statistics the plans are shown; the answers always equal
+a sort of the whole table's matches, whatever the shape (dense, sparse, many matches but none of the
+newest, a `before`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import checkpoint, config
+from helpers import checkpoint, config, traced
 from test_indexes import plan_nodes
 
 from langgraph_pg_saver import PostgresSaver
@@ -66,11 +68,15 @@ def table(db_dsn: str) -> str:
     return db_dsn
 
 
-def plan_of_k(dsn: str, saver: PostgresSaver, flt: dict[str, Any]) -> set[tuple[str, ...]]:
-    """How list(None, filter=flt, limit=10)'s statement, planned with these parameters, finds its
-    checkpoints: the scan nodes that apply the filter, as (node type, index or table, direction).
-    (Each chosen checkpoint is then looked up by its whole key, on either index.)"""
-    query = saver._q.read_tuples(("filter",))
+def plan_of_k(
+    dsn: str, saver: PostgresSaver, flt: dict[str, Any], phase: int = 2
+) -> set[tuple[str, ...]]:
+    """How list(None, filter=flt, limit=10)'s statement of ``phase`` (1: the walk of the newest,
+    2: over the whole table, planned with these parameters) finds its checkpoints: the scan nodes
+    that apply the filter, as (node type, index or table, direction). (Each chosen checkpoint is
+    then looked up by its whole key, on either index.)"""
+    query = saver._q.recent("read_tuples", ("filter",)) if phase == 1 else None
+    query = query or saver._q.read_tuples(("filter",))
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             b"EXPLAIN (FORMAT JSON) " + query,
@@ -81,7 +87,9 @@ def plan_of_k(dsn: str, saver: PostgresSaver, flt: dict[str, Any]) -> set[tuple[
     found = set()
     for n in plan_nodes(row[0]):
         conds = " ".join(str(n.get(k, "")) for k in ("Filter", "Index Cond", "Recheck Cond"))
-        if "metadata @>" in conds:
+        if "metadata @>" in conds or (
+            phase == 1 and n.get("Index Name") == ID_INDEX and "Scan Direction" in n
+        ):
             where = n.get("Index Name") or n.get("Relation Name", "?")
             found.add((n["Node Type"], where, n.get("Scan Direction", "")))
     return found
@@ -90,7 +98,12 @@ def plan_of_k(dsn: str, saver: PostgresSaver, flt: dict[str, Any]) -> set[tuple[
 @pytest.mark.slow
 def test_the_plan_fits_the_filter_dense_walks_the_id_index_sparse_uses_gin(table: str) -> None:
     with PostgresSaver.from_conn_string(table) as saver:
-        # every checkpoint matches: newest first through the id index, stopping at 10
+        # the first phase walks the id index newest first, whatever the filter
+        for flt in ({"tenant": "acme"}, {"user": "u-7"}):
+            walk = plan_of_k(table, saver, flt, phase=1)
+            assert ("Index Scan", ID_INDEX, "Backward") in walk, walk
+            assert GIN_INDEX not in {i for _, i, _ in walk}, walk
+        # the second: every checkpoint matches, so newest first through the id index, stopping at 10
         dense_plan = plan_of_k(table, saver, {"tenant": "acme"})
         assert dense_plan == {("Index Scan", ID_INDEX, "Backward")}, dense_plan
         # 30 of 30,000 match: the GIN index (a bitmap), then a sort of the 30
@@ -113,6 +126,74 @@ def test_the_plan_fits_the_filter_dense_walks_the_id_index_sparse_uses_gin(table
     assert len(everything) == PER_THREAD
     assert [t.checkpoint["id"] for t in sparse] == [t.checkpoint["id"] for t in everything[:10]]
     assert all(t.metadata["user"] == "u-7" for t in everything)
+
+
+def test_a_filter_the_newest_match_ends_with_the_walk_and_every_shape_gives_the_newest_matches(
+    table: str,
+) -> None:
+    """One statement where the newest checkpoints match; two where they do not; and the same
+    answer as a sort of all matches, for filters dense, sparse, dense among old rows only, none,
+    with a `before`, for several limits."""
+    with psycopg.connect(table, autocommit=True) as conn:
+        # 2,000 newer checkpoints that match nothing but {} and a "source": the tenant's and the
+        # users' matches are now all older than the newest rows
+        conn.execute(
+            "INSERT INTO pgsaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, type,"
+            " checkpoint, channel_versions, metadata)"
+            " SELECT 'z-' || i, '', 'z-' || lpad(i::text, 6, '0'), 'msgpack', '\\x80', '{}',"
+            " jsonb_build_object('source', 'other', 'step', i) FROM generate_series(1, 2000) AS i"
+        )
+        conn.execute("ANALYZE pgsaver_checkpoints")
+
+        def newest(flt: dict[str, Any] | None, limit: int, before: str | None) -> list[Any]:
+            where = ["true"]
+            params: list[Any] = []
+            if flt:
+                where.append("metadata @> %s::jsonb")
+                params.append(json.dumps(flt))
+            if before:
+                where.append("checkpoint_id < %s")
+                params.append(before)
+            rows = conn.execute(
+                f"SELECT checkpoint_id FROM pgsaver_checkpoints WHERE {' AND '.join(where)}"  # type: ignore[arg-type]
+                f" ORDER BY checkpoint_id DESC LIMIT {limit}",
+                params,
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        with psycopg.connect(table, autocommit=True) as one:
+            saver = PostgresSaver(one)
+            mid = newest({"tenant": "acme"}, 20_000, None)[-1]
+            for flt in (
+                {"source": "other"},
+                {"tenant": "acme"},
+                {"user": "u-7"},
+                {"user": "u-7", "step": 3},
+                {"step": 12},
+                None,
+                {"user": "u-7", "absent": None},
+            ):
+                for limit in (1, 10, 40):
+                    for before in (None, mid):
+                        cfg = None if before is None else config("t-3", before)
+                        got = [
+                            t.config["configurable"]["checkpoint_id"]
+                            for t in saver.list(None, filter=flt, limit=limit, before=cfg)
+                        ]
+                        # (no row has "absent": None matches its absence, as in InMemorySaver)
+                        known = flt and {k: v for k, v in flt.items() if v is not None}
+                        assert got == newest(known, limit, before), (flt, limit, before)
+            # round trips (on the z rows, of the current checkpoint format: no Send migration):
+            # a filter the newest match, one statement; one they do not, the walk and then the
+            # whole table
+            for flt, trips, found in (
+                ({"source": "other"}, 1, 10),
+                ({"source": "other", "step": 12}, 2, 1),
+                (None, 1, 10),
+            ):
+                with traced(one.pgconn) as trace:
+                    assert len(list(saver.list(None, filter=flt, limit=10))) == found
+                assert trace.round_trips == trips, (flt, trace.round_trips)
 
 
 def test_list_across_threads_is_never_prepared(db_dsn: str) -> None:

@@ -3,9 +3,9 @@
 -- Without it, list(None, filter=..., limit=10) fetched every checkpoint the GIN index matched and
 -- sorted them all to return the newest ten: fine where a filter matches few rows, but a filter that
 -- matches most of them ({"source": "loop"}, a tenant) read and sorted the whole table, growing with
--- it. With it, the planner may walk the checkpoints newest first and stop at the limit where matches
--- are dense, and keep the GIN index where they are sparse; list() lets it see the filter and the
--- limit for that choice (read_tuples_global). One B-tree entry more per put.
+-- it. With it, list() walks the newest checkpoints first and stops at the limit where matches are
+-- dense (read_tuples_recent), and otherwise lets the planner choose between that walk and the GIN
+-- index, with the filter and the limit in sight (read_tuples_global). One B-tree entry more per put.
 -- CREATE INDEX takes a SHARE lock: puts wait while it builds (seconds per million checkpoints). On a
 -- large table, build it first without blocking (docs/guide.md, "Upgrades"):
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS pgsaver_checkpoints_id_idx
