@@ -2,7 +2,7 @@
 
 A value the saver stores (a channel value, a pending write, a checkpoint body) is serialized by the
 serde into ``(type, bytes)``. With compression on (the savers' default, ``compression="zstd"``), bytes
-of at least :data:`MIN_SIZE` (2 KB) whose zstd frame saves at least an eighth are stored as that frame, and
+of at least :data:`MIN_SIZE` (512 bytes) whose zstd frame saves at least an eighth are stored as that frame, and
 the type gains :data:`SUFFIX` (``"msgpack"`` becomes ``"msgpack/zstd"``); anything else is stored as
 it was. Under a KeyringSerializer the frame is what gets encrypted (ciphertext does not compress), so
 the suffix sits inside the sealed inner type.
@@ -29,10 +29,9 @@ from .errors import CorruptValueError
 Compression = Literal["zstd"] | None
 #: appended to the type of a value stored compressed
 SUFFIX = "/zstd"
-#: values shorter than this are stored as they are: below it, a frame's fixed costs (its header and
-#: tables on disk, a few µs per value on every read) buy little; 40% of make bench's values (message
-#: lists, state dicts, writes) are this large and hold 70% of their bytes
-MIN_SIZE = 2048
+#: values shorter than this are stored as they are: below it, a frame's header and tables eat most
+#: of the gain (a 2 KB threshold was measured too: docs/performance.md, "Compression")
+MIN_SIZE = 512
 LEVEL = 1
 
 _local = threading.local()  # zstd contexts are reusable but not shareable between threads

@@ -99,8 +99,8 @@ class AsyncPostgresSaver(SaverBase):
             synced when it ends, and returns what it would without a pipeline.
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
-        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 2 KB
-            or more are stored zstd-compressed where that saves an eighth (chat messages
+        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
+            bytes or more are stored zstd-compressed where that saves an eighth (chat messages
             shrink to about 0.6); ``None``: stored as serialized. Either way both forms are read.
     """
 
@@ -355,7 +355,7 @@ class AsyncPostgresSaver(SaverBase):
         the limit of them pass does the statement over the whole table run, planned for this
         filter (docs/design.md, section 10)."""
         limit = params["limit"]
-        recent = None if limit is None else self._q.recent(name, predicates)
+        recent = None if limit is None else self._q.recent(name, predicates, limit)
         if recent is not None:
             rows = await self._driver.fetch_all(recent, params)
             if _core.checkpoints_in(name, rows) >= limit:

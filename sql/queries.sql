@@ -328,33 +328,30 @@ WITH k AS MATERIALIZED (
 -- name: read_tuples_recent
 -- list() across threads with a limit (list(None, filter=..., limit=n)), first phase: the newest
 -- checkpoints (the {scan} predicates: before) walked newest first on migration 0008's
--- pgsaver_checkpoints_id_idx, at most 20 × n of them (at least 200, at most 5,000), and the first n
+-- pgsaver_checkpoints_id_idx, {walk} of them (200, 1,000 or 5,000: at least 20 × n where it can;
+-- _sql.WALKS says why a constant), and the first n
 -- that pass the filter. When n pass, they are the answer (no match is newer than the walk's last
 -- row): a filter the newest checkpoints mostly match ends after about n / its density rows, however
 -- large the table, and whatever the statistics say of the filter. A plain prepared statement: the
 -- walk is the only plan. When fewer pass, the saver runs read_tuples_global instead.
 WITH k AS MATERIALIZED (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
-    FROM (
-        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata
-        FROM {schema}.pgsaver_checkpoints AS c
-        WHERE {scan}
-        ORDER BY c.checkpoint_id DESC
-        LIMIT (SELECT least(greatest(20 * %(limit)s::bigint, 200), 5000))
-    ) AS c
-    WHERE {where}
-    LIMIT (SELECT %(limit)s::bigint)
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id FROM ({_recent}) AS r
 ), {_read_body}
 
 -- name: list_keys_recent
 -- list_keys across threads with a limit, first phase (as read_tuples_recent).
+{_recent}
+
+-- name: _recent
+-- The first phase's walk (read_tuples_recent): the keys and metadata of the first n of the newest
+-- checkpoints that pass {where}.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {scan}
     ORDER BY c.checkpoint_id DESC
-    LIMIT (SELECT least(greatest(20 * %(limit)s::bigint, 200), 5000))
+    LIMIT {walk}
 ) AS c
 WHERE {where}
 LIMIT (SELECT %(limit)s::bigint)

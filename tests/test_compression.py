@@ -1,4 +1,4 @@
-"""compression="zstd" (the default): values, writes and bodies of 2 KB or more are stored as zstd
+"""compression="zstd" (the default): values, writes and bodies of 512 bytes or more are stored as zstd
 frames where that saves an eighth, their type marked "/zstd"; compression=None stores them as
 serialized. Every saver reads both forms, encrypted or not, through every read path (get_tuple,
 list, DeltaChannel history, copy_thread); a frame changed outside the saver fails loudly."""
@@ -45,7 +45,7 @@ def messages(k: int) -> list[Any]:
 
 VALUES: dict[str, Any] = {
     "chat": messages(3),  # compressible: stored as a frame
-    "small": {"n": 1, "tag": "x", "text": prose(150)},  # about 1 KB, under 2 KB: as serialized
+    "small": {"n": 1, "tag": "x", "text": prose(40)},  # under 512 bytes: as serialized
     "noise": os.urandom(4096),  # does not compress: as serialized
 }
 SERDE = JsonPlusSerializer()
