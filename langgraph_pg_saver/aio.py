@@ -100,8 +100,8 @@ class AsyncPostgresSaver(SaverBase):
         serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
         schema: the Postgres schema for the tables (default ``public``); validated and quoted.
         compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
-            bytes or more are stored zstd-compressed where that saves an eighth (chat messages
-            shrink to about 0.6); ``None``: stored as serialized. Either way both forms are read.
+            bytes or more are stored zstd-compressed where that saves an eighth (make bench's storage:
+            0.46x the official saver's, against 0.74x without); ``None``: stored as serialized. Either way both forms are read.
     """
 
     # [async-only]
