@@ -65,9 +65,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         compression: _compress.Compression = "zstd",
     ) -> None:
         super().__init__(serde=serde)
-        #: how values are stored: "zstd" (compressed where it pays) or None (_compress)
-        self.compression = _compress.check(compression)
-        self._compress = compression is not None
+        self._compression = _compress.check(compression)
         self._q = queries_for(schema)
         # where nothing is prepared: the calls of migrations 0006/0007's functions (Driver._send)
         self._put_call: Unprepared = (self._q["put_call"], _core.blob_arrays)
@@ -98,6 +96,11 @@ class SaverBase(BaseCheckpointSaver[str]):
         clone = copy.copy(self)
         clone.serde = serde
         return clone
+
+    @property
+    def compression(self) -> _compress.Compression:
+        """How values are stored: "zstd" (compressed where it pays) or None (as serialized)."""
+        return self._compression
 
     @property
     def schema(self) -> str:

@@ -309,7 +309,12 @@ class PostgresSaver(SaverBase):
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
         put = _core.put_params(
-            self.serde, config, checkpoint, metadata, new_versions, compress=self._compress
+            self.serde,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            compress=self._compression is not None,
         )
         if self._claims(metadata):
             put = put._replace(claim=True)
@@ -336,7 +341,7 @@ class PostgresSaver(SaverBase):
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
         built = _core.put_writes_params(
-            self.serde, config, writes, task_id, task_path, compress=self._compress
+            self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )
         if built is None:
             return
