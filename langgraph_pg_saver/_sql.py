@@ -44,9 +44,9 @@ ROW_SLOTS = {
 #: every slot a statement may have
 SLOTS = frozenset({"where", "scan", "walk", "claim", "vtype", "vop", *ROW_SLOTS})
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
-#: constant in the statement, so that even a generic plan knows the walk is short and takes the id
-#: index (a hidden or parameter limit is costed as a tenth of the table, and on a table whose ids
-#: do not follow its physical order that chose a sequential scan and a sort of every row)
+#: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
+#: parameter limit is costed as a tenth of the table, and the joins that read the chosen
+#: checkpoints' values and writes were then planned for that many rows)
 WALKS = (200, 1000, 5000)
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
 VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
