@@ -274,30 +274,31 @@ _UNSET = object()
 def decode(rows: list[Any]) -> int:
     """What any saver must do with the rows it read: deserialize each checkpoint body, each write,
     and each channel value once per checkpoint that holds it, so that no two checkpoints share a
-    mutable object (a value that decodes to a string or number is decoded once). Returns how many
-    objects were decoded."""
+    mutable object (a value that decodes to a string or number is decoded once), and hold every
+    decoded object until the call returns, as a read that returns them must (dropping each one as
+    soon as it was decoded let the allocator hand the same warm memory to the next: about a sixth
+    of list(thread)'s floor). Returns how many objects it holds."""
     loads = SERDE.loads_typed
     values: dict[tuple[str, str], list[Any]] = {
         (row[1], row[2]): [row[4], row[5], _UNSET] for row in rows if row[0] == 1
     }
-    n = 0
+    kept: list[Any] = []
     for row in rows:
         if row[0] == 0:
-            loads((row[4], row[5]))
-            n += 1
+            kept.append(loads((row[4], row[5])))
             for key in (row[3] or {}).items():
                 found = values.get(key)
                 if found is None or found[0] == "empty":
                     continue
-                if found[2] is _UNSET:
+                value = found[2]
+                if value is _UNSET:
                     value = loads((found[0], found[1] or b""))
-                    n += 1
                     if type(value) in _SHAREABLE:
                         found[2] = value
+                kept.append(value)
         elif row[0] == 2:
-            loads((row[4], row[5] or b""))
-            n += 1
-    return n
+            kept.append(loads((row[4], row[5] or b"")))
+    return len(kept)
 
 
 def read_floor(

@@ -825,7 +825,8 @@ def read_rows_to_tuples(
 
     A value that several checkpoints share is decoded once when it decodes to an immutable object
     (str, int, float, bool, bytes, None: most state of a long thread); any other value is decoded
-    for each checkpoint, so no two tuples share a mutable object.
+    for each checkpoint, so no two tuples share a mutable object (a compressed one is decompressed
+    only once).
     """
     values: dict[tuple[str, str, str, str], list[Any]] = {}
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes | None, int, str]]] = {}
@@ -876,7 +877,10 @@ def _checkpoint_tuple(
         if found is not None:
             value = found[2]
             if value is _UNSET:
-                value = loads((found[0], found[1] or b""))
+                if found[0].endswith(_compress.SUFFIX):
+                    # decompressed once: the next checkpoints that hold it only decode it
+                    found[0], found[1] = _compress.unpack(found[0], found[1] or b"")
+                value = serde.loads_typed((found[0], found[1] or b""))
                 if type(value) in _SHAREABLE:
                     found[2] = value
             channel_values[channel] = value

@@ -25,6 +25,7 @@ from langgraph_pg_saver import (
     DecryptionError,
     KeyringSerializer,
     PostgresSaver,
+    _compress,
 )
 
 rng = random.Random(3)
@@ -105,6 +106,42 @@ def test_large_values_are_stored_compressed_where_it_pays_and_read_back(db_dsn: 
         assert copy is not None
         rng.seed(11)
         assert copy.checkpoint["channel_values"] == VALUES
+
+
+def test_list_decompresses_a_shared_value_once_and_gives_each_checkpoint_its_own(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoints that keep a compressed value unchanged share its one row: list() decompresses
+    it once, yet every checkpoint gets objects of its own (changing one changes no other)."""
+    chat = messages(3)
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        cfg = config("shared")
+        for step in range(3):
+            versions = {"chat": "1", "n": str(step + 1)}
+            cp = checkpoint({"chat": chat, "n": step}, versions)
+            new = {"chat": "1", "n": versions["n"]} if step == 0 else {"n": versions["n"]}
+            cfg = saver.put(cfg, cp, {"step": step}, new)
+        assert stored(db_dsn, "pgsaver_blobs", "shared")["chat"][0] == "msgpack/zstd"
+        unpacked: list[str] = []
+        unpack = _compress.unpack
+
+        def counted(type_: str, data: bytes) -> tuple[str, bytes]:
+            unpacked.append(type_)
+            return unpack(type_, data)
+
+        monkeypatch.setattr(_compress, "unpack", counted)
+        listed = list(saver.list(config("shared")))
+    assert unpacked == ["msgpack/zstd"]  # the one frame, for three checkpoints
+    assert [t.checkpoint["channel_values"]["n"] for t in listed] == [2, 1, 0]
+    values = [t.checkpoint["channel_values"]["chat"] for t in listed]
+    assert all(v == chat for v in values)
+    assert len({id(v) for v in values}) == 3
+    assert len({id(v[0]) for v in values}) == 3
+    values[0].append(HumanMessage(content="only here", id="x"))
+    values[0][0].content = "changed"
+    assert values[1] == chat
+    assert values[2] == chat
 
 
 def test_compression_none_stores_as_serialized_and_every_saver_reads_both(db_dsn: str) -> None:
