@@ -377,6 +377,7 @@ class Bench:
             "official": EncryptedSerializer.from_pycryptodome_aes(key=key),
         }
         kept = {impl: savers[impl].serde for impl in IMPLS}
+        self._last_chains = {}
         try:
             for impl in IMPLS:
                 savers[impl].serde = serdes[impl]
@@ -399,6 +400,10 @@ class Bench:
         finally:
             for impl in IMPLS:
                 savers[impl].serde = kept[impl]
+            # the sealed threads go: every other workload's saver reads with the plain serializer,
+            # and list() across threads would meet them (a user seals all threads or none)
+            for impl, chain in getattr(self, "_last_chains", {}).items():
+                savers[impl].delete_thread(chain.config["configurable"]["thread_id"])
 
     def _put(
         self,

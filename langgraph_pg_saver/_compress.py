@@ -23,12 +23,15 @@ from typing import Any, Literal
 
 import zstandard
 
-from .errors import CorruptValueError
+from .errors import CorruptValueError, DecryptionError
 
 #: the compression option's values: "zstd" (default) or None (store values as serialized)
 Compression = Literal["zstd"] | None
 #: appended to the type of a value stored compressed
 SUFFIX = "/zstd"
+#: the type suffix of a value sealed by a KeyringSerializer (_crypto.SUFFIX, which imports this
+#: module): what a saver without that serializer cannot read
+SEALED = "+aead"
 #: values shorter than this are stored as they are: below it, a frame's header and tables eat most
 #: of the gain (a 2 KB threshold was measured too: docs/performance.md, "Compression")
 MIN_SIZE = 512
@@ -87,12 +90,39 @@ def unpack(type_: str, data: bytes) -> tuple[str, bytes]:
     return type_[: -len(SUFFIX)], plain
 
 
+def load(loads: Callable[[tuple[str, bytes]], Any], type_: str, data: bytes) -> Any:
+    """``loads`` (a serde's loads_typed) of a stored value, decompressed first when its type says
+    so; a value sealed by a KeyringSerializer that ``loads`` cannot open is a DecryptionError."""
+    try:
+        if type_.endswith(SUFFIX):
+            return loads(unpack(type_, data))
+        return loads((type_, data))
+    except NotImplementedError as exc:  # the serializer's "Unknown serialization type"
+        raise _unsealable(type_, exc) from exc
+
+
 def decoder(loads: Callable[[tuple[str, bytes]], Any]) -> Callable[[tuple[str, bytes]], Any]:
-    """``loads`` (a serde's loads_typed) that first decompresses a compressed value."""
+    """``loads`` (a serde's loads_typed) that first decompresses a compressed value (as load)."""
 
     def decode(pair: tuple[str, bytes]) -> Any:
-        if pair[0].endswith(SUFFIX):
-            return loads(unpack(pair[0], pair[1]))
-        return loads(pair)
+        try:
+            if pair[0].endswith(SUFFIX):
+                return loads(unpack(pair[0], pair[1]))
+            return loads(pair)
+        except NotImplementedError as exc:
+            raise _unsealable(pair[0], exc) from exc
 
     return decode
+
+
+def _unsealable(type_: str, exc: NotImplementedError) -> Exception:
+    """What reading a value of ``type_`` that the serializer does not know raises: for a value
+    sealed by a KeyringSerializer, a DecryptionError that says what to do; else the error as it
+    was."""
+    if not type_.endswith(SEALED):
+        return exc
+    return DecryptionError(
+        f"a stored value of type {type_!r} is sealed by a KeyringSerializer, which this saver's "
+        "serializer cannot open: give the saver serde=KeyringSerializer(...) with the keys it "
+        "was written with"
+    )

@@ -385,7 +385,7 @@ def load_at(
     compressed value is decompressed (whatever the saver's own ``compression``)."""
     if isinstance(serde, KeyringSerializer):
         return serde.open(type_, data, parts, channel)
-    return serde.loads_typed(_compress.unpack(type_, data))
+    return _compress.load(serde.loads_typed, type_, data)
 
 
 def pack_typed(
@@ -880,7 +880,7 @@ def _checkpoint_tuple(
                 if found[0].endswith(_compress.SUFFIX):
                     # decompressed once: the next checkpoints that hold it only decode it
                     found[0], found[1] = _compress.unpack(found[0], found[1] or b"")
-                value = serde.loads_typed((found[0], found[1] or b""))
+                value = loads((found[0], found[1] or b""))
                 if type(value) in _SHAREABLE:
                     found[2] = value
             channel_values[channel] = value

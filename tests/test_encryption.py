@@ -277,6 +277,36 @@ def test_an_unknown_key_is_told_apart_from_a_failed_authentication(db_dsn: str) 
         other.get_tuple({"configurable": {"thread_id": "t"}})
 
 
+@pytest.mark.parametrize("compression", ["zstd", None])
+def test_a_saver_without_the_keyring_is_told_what_it_lacks_and_nothing_changes(
+    db_dsn: str, compression: Any
+) -> None:
+    """Rows sealed by a KeyringSerializer, read by a saver with LangGraph's serializer (a service
+    deployed without the key): every read path raises a DecryptionError that says what to pass,
+    not the serializer's "Unknown serialization type"; the rows stay as they were."""
+    big = {"text": SECRET * 60}  # compressed before it is sealed, with compression on
+    with PostgresSaver.from_conn_string(
+        db_dsn, serde=keyring("k1"), compression=compression
+    ) as saver:
+        cp = checkpoint({"big": big, "small": SECRET})
+        stored = saver.put(config("sealed"), cp, {"source": "loop"}, cp["channel_versions"])
+        saver.put_writes(stored, [("big", big)], "task")
+    before = raw_bytes(db_dsn)
+    sealed = "serde=KeyringSerializer"
+    with PostgresSaver.from_conn_string(db_dsn) as plain:
+        with pytest.raises(DecryptionError, match=sealed):
+            plain.get_tuple(config("sealed"))
+        with pytest.raises(DecryptionError, match=sealed):
+            list(plain.list(config("sealed")))
+        with pytest.raises(DecryptionError, match=sealed):
+            list(plain.list(None, filter={"source": "loop"}, limit=1))
+    assert raw_bytes(db_dsn) == before
+    with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as saver:
+        got = saver.get_tuple(config("sealed"))
+    assert got is not None
+    assert got.checkpoint["channel_values"] == {"big": big, "small": SECRET}
+
+
 def test_rotation_writes_with_the_newest_key_reads_any_and_reencrypt_moves_everything(
     db_dsn: str,
 ) -> None:
