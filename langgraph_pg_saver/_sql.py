@@ -28,7 +28,7 @@ _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 
 class CustomPlan(bytes):
     """A statement the driver sends unprepared, so the server plans it for each call's parameter
-    values (list() across threads: read_tuples_global)."""
+    values (list() across threads: read_tuples_capped, read_tuples_global)."""
 
     __slots__ = ()
 
@@ -246,7 +246,8 @@ class Queries:
     def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
         newest checkpoints of each namespace, merged); without a thread, planned for each call (a
-        CustomPlan: read_tuples_global, after read_tuples_recent when there is a limit); else over
+        CustomPlan: read_tuples_global, after read_tuples_recent and read_tuples_capped when there
+        is a limit); else over
         the chosen keys."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
@@ -272,6 +273,16 @@ class Queries:
         if name == "read_tuples":
             return self.render("read_tuples_recent", where=predicates, scan=scan, walk=walk)
         return self.render("list_keys_recent", where=predicates, scan=scan, walk=walk)
+
+    def capped(self, name: str, predicates: tuple[str, ...]) -> bytes | None:
+        """The second phase of ``read_tuples`` or ``list_keys`` across threads with a limit: every
+        match when there are fewer than 5,000, sorted; no rows when there are more (a CustomPlan).
+        None within a thread."""
+        if "thread" in predicates:
+            return None
+        if name == "read_tuples":
+            return CustomPlan(self.render("read_tuples_capped", where=predicates))
+        return CustomPlan(self.render("list_keys_capped", where=predicates))
 
     def get_tuple(self, predicates: tuple[str, ...]) -> bytes:
         """get_tuple's statement: by id, or the latest of the thread's namespace."""

@@ -279,15 +279,22 @@ class PostgresSaver(SaverBase):
         self, name: str, predicates: tuple[str, ...], params: dict[str, Any]
     ) -> Sequence[Any]:
         """The rows of ``read_tuples`` or ``list_keys`` (``name``). Across threads with a limit, a
-        walk of the newest checkpoints comes first (``*_recent``, prepared); only when fewer than
-        the limit of them pass does the statement over the whole table run, planned for this
+        walk of the newest checkpoints comes first (``*_recent``, prepared); when fewer than the
+        limit of them pass, every match if there are fewer than 5,000 (``*_capped``); only when
+        there are more (or none) does the statement over the whole table run, planned for this
         filter (docs/design.md, section 10)."""
         limit = params["limit"]
-        recent = None if limit is None else self._q.recent(name, predicates, limit)
-        if recent is not None:
-            rows = self._driver.fetch_all(recent, params)
-            if _core.checkpoints_in(name, rows) >= limit:
-                return rows
+        if limit is not None:
+            recent = self._q.recent(name, predicates, limit)
+            if recent is not None:
+                rows = self._driver.fetch_all(recent, params)
+                if _core.checkpoints_in(name, rows) >= limit:
+                    return rows
+            capped = self._q.capped(name, predicates)
+            if capped is not None:
+                rows = self._driver.fetch_all(capped, params)
+                if rows:  # at least one checkpoint, and every match was counted
+                    return rows
         if name == "read_tuples":
             return self._driver.fetch_all(self._q.read_tuples(predicates), params)
         return self._driver.fetch_all(self._q.list_keys(predicates), params)

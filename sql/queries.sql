@@ -333,7 +333,7 @@ WITH k AS MATERIALIZED (
 -- that pass the filter. When n pass, they are the answer (no match is newer than the walk's last
 -- row): a filter the newest checkpoints mostly match ends after about n / its density rows, however
 -- large the table, and whatever the statistics say of the filter. A plain prepared statement: the
--- walk is the only plan. When fewer pass, the saver runs read_tuples_global instead.
+-- walk is the only plan. When fewer pass, the saver runs read_tuples_capped instead.
 WITH k AS MATERIALIZED (
     SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id FROM ({_recent}) AS r
 ), {_read_body}
@@ -356,8 +356,40 @@ FROM (
 WHERE {where}
 LIMIT (SELECT %(limit)s::bigint)
 
+-- name: read_tuples_capped
+-- list() across threads with a limit, second phase, after a first whose walk found fewer than the
+-- limit: every match when there are fewer than 5,000 (the planner finds them as it thinks cheapest
+-- for a filter of that many: the GIN index for a selective one, a scan that stops at the cap for a
+-- common one), sorted, the newest n read; nothing when there are 5,000 or more (the saver then runs
+-- read_tuples_global). However old the matches are, fewer than 5,000 of them cost their own number,
+-- not the walk down to them past newer checkpoints that do not match. Sent unprepared (CustomPlan).
+WITH m AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {where}
+    LIMIT 5000
+), k AS MATERIALIZED (
+    SELECT m.thread_id, m.checkpoint_ns, m.checkpoint_id FROM m
+    WHERE (SELECT count(*) FROM m) < 5000
+    ORDER BY m.checkpoint_id DESC
+    LIMIT %(limit)s::bigint
+), {_read_body}
+
+-- name: list_keys_capped
+-- list_keys across threads with a limit, second phase, as read_tuples_capped.
+WITH m AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {where}
+    LIMIT 5000
+)
+SELECT m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.metadata, m.metadata_exact FROM m
+WHERE (SELECT count(*) FROM m) < 5000
+ORDER BY m.checkpoint_id DESC
+LIMIT %(limit)s::bigint
+
 -- name: read_tuples_global
--- list() across threads, second phase (or the only one, without a limit): read_tuples over the whole
+-- list() across threads, third phase (or the only one, without a limit): read_tuples over the whole
 -- table with the filter and the limit visible to the planner, sent unprepared (a custom plan at
 -- every call: the driver's CustomPlan), so the plan fits the filter at hand: where the statistics
 -- say its matches are dense, a walk of pgsaver_checkpoints_id_idx newest first that stops at the
@@ -374,7 +406,7 @@ WITH k AS MATERIALIZED (
 ), {_read_body}
 
 -- name: list_keys_global
--- list_keys across threads, second phase, planned as read_tuples_global is.
+-- list_keys across threads, third phase, planned as read_tuples_global is.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}

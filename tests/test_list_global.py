@@ -1,11 +1,12 @@
 """list(None, filter=..., limit=...) across threads (migration 0008): first a walk of the newest
 checkpoints on the checkpoint-id index (read_tuples_recent, prepared), which is the answer when
-enough of them match; only otherwise the statement over the whole table, with the filter and the
-limit visible to the planner at every call (read_tuples_global, never prepared), which walks the id
-index where the statistics say matches are dense and takes the GIN index where they are sparse. On a
-table of 30,000 checkpoints with analyzed statistics the plans are shown; the answers always equal
-a sort of the whole table's matches, whatever the shape (dense, sparse, many matches but none of the
-newest, a `before`)."""
+enough of them match; else every match when fewer than 5,000 checkpoints match (read_tuples_capped:
+the GIN index for a selective filter), sorted; only when more (or none) match, the statement over
+the whole table, with the filter and the limit visible to the planner at every call
+(read_tuples_global, never prepared), which walks the id index where the statistics say matches
+are dense and takes the GIN index where they are sparse. On a table of 30,000 checkpoints with
+analyzed statistics the plans are shown; the answers always equal a sort of the whole table's
+matches, whatever the shape (dense, sparse, many matches but none of the newest, a `before`)."""
 
 from __future__ import annotations
 
@@ -70,14 +71,20 @@ def table(db_dsn: str) -> str:
 
 
 def plan_of_k(
-    dsn: str, saver: PostgresSaver, flt: dict[str, Any], phase: int = 2
+    dsn: str, saver: PostgresSaver, flt: dict[str, Any], phase: int
 ) -> set[tuple[str, ...]]:
     """How list(None, filter=flt, limit=10)'s statement of ``phase`` (1: the walk of the newest,
-    2: over the whole table, planned with these parameters) finds its checkpoints: the scan nodes
-    that apply the filter, as (node type, index or table, direction). (Each chosen checkpoint is
-    then looked up by its whole key, on either index.)"""
-    query = saver._q.recent("read_tuples", ("filter",), 10) if phase == 1 else None
-    query = query or saver._q.read_tuples(("filter",))
+    2: every match if fewer than 5,000, 3: over the whole table, planned with these parameters)
+    finds its checkpoints: the scan nodes that apply the filter, as (node type, index or table,
+    direction). (Each chosen checkpoint is then looked up by its whole key, on either index.)"""
+    query = (
+        saver._q.recent("read_tuples", ("filter",), 10)
+        if phase == 1
+        else saver._q.capped("read_tuples", ("filter",))
+        if phase == 2
+        else saver._q.read_tuples(("filter",))
+    )
+    assert query is not None
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             b"EXPLAIN (FORMAT JSON) " + query,
@@ -104,11 +111,20 @@ def test_the_plan_fits_the_filter_dense_walks_the_id_index_sparse_uses_gin(table
             walk = plan_of_k(table, saver, flt, phase=1)
             assert ("Index Scan", ID_INDEX, "Backward") in walk, walk
             assert GIN_INDEX not in {i for _, i, _ in walk}, walk
-        # the second: every checkpoint matches, so newest first through the id index, stopping at 10
-        dense_plan = plan_of_k(table, saver, {"tenant": "acme"})
+        # the second, every match if fewer than 5,000: 30 of 30,000 match, so the GIN index (a
+        # bitmap); every checkpoint matches, so a scan of the table that stops at the 5,000th
+        sparse_all = plan_of_k(table, saver, {"user": "u-7"}, phase=2)
+        assert sparse_all == {
+            ("Bitmap Index Scan", GIN_INDEX, ""),
+            ("Bitmap Heap Scan", "pgsaver_checkpoints", ""),
+        }, sparse_all
+        dense_all = plan_of_k(table, saver, {"tenant": "acme"}, phase=2)
+        assert dense_all == {("Seq Scan", "pgsaver_checkpoints", "")}, dense_all
+        # the third: every checkpoint matches, so newest first through the id index, stopping at 10
+        dense_plan = plan_of_k(table, saver, {"tenant": "acme"}, phase=3)
         assert dense_plan == {("Index Scan", ID_INDEX, "Backward")}, dense_plan
         # 30 of 30,000 match: the GIN index (a bitmap), then a sort of the 30
-        sparse_plan = plan_of_k(table, saver, {"user": "u-7"})
+        sparse_plan = plan_of_k(table, saver, {"user": "u-7"}, phase=3)
         assert sparse_plan == {
             ("Bitmap Index Scan", GIN_INDEX, ""),
             ("Bitmap Heap Scan", "pgsaver_checkpoints", ""),
@@ -188,9 +204,10 @@ def test_the_first_phase_walks_the_index_even_as_a_generic_plan(table: str, name
 def test_a_filter_the_newest_match_ends_with_the_walk_and_every_shape_gives_the_newest_matches(
     table: str,
 ) -> None:
-    """One statement where the newest checkpoints match; two where they do not; and the same
-    answer as a sort of all matches, for filters dense, sparse, dense among old rows only, none,
-    with a `before`, for several limits."""
+    """One statement where the newest checkpoints match; two where they do not and fewer than
+    5,000 checkpoints match; three where more (or none) do; and the same answer as a sort of all
+    matches, for filters dense, sparse, dense among old rows only, none, with a `before`, for
+    several limits."""
     with psycopg.connect(table, autocommit=True) as conn:
         # 2,000 newer checkpoints that match nothing but {} and a "source": the tenant's and the
         # users' matches are now all older than the newest rows
@@ -240,17 +257,22 @@ def test_a_filter_the_newest_match_ends_with_the_walk_and_every_shape_gives_the_
                         # (no row has "absent": None matches its absence, as in InMemorySaver)
                         known = flt and {k: v for k, v in flt.items() if v is not None}
                         assert got == newest(known, limit, before), (flt, limit, before)
-            # round trips (on the z rows, of the current checkpoint format: no Send migration):
-            # a filter the newest match, one statement; one they do not, the walk and then the
-            # whole table
-            for flt, trips, found in (
-                ({"source": "other"}, 1, 10),
-                ({"source": "other", "step": 12}, 2, 1),
-                (None, 1, 10),
+            # statements: a filter the newest match, one; one they do not, the walk and then
+            # every match (fewer than 5,000); one with 5,000 matches or more (30,000 checkpoints
+            # of the tenant, none among the newest), or none at all, the whole table after those
+            # two. Each t-row found adds one more round trip: it is of an older checkpoint format
+            # and has a parent, so its Send packets are read (the z rows are of the current one).
+            for flt, trips, found, older in (
+                ({"source": "other"}, 1, 10, 0),
+                ({"source": "other", "step": 12}, 2, 1, 0),
+                ({"user": "u-7"}, 2, 10, 10),
+                ({"tenant": "acme"}, 3, 10, 10),
+                ({"tenant": "nobody"}, 3, 0, 0),
+                (None, 1, 10, 0),
             ):
                 with traced(one.pgconn) as trace:
                     assert len(list(saver.list(None, filter=flt, limit=10))) == found
-                assert trace.round_trips == trips, (flt, trace.round_trips)
+                assert trace.round_trips == trips + older, (flt, trace.round_trips)
 
 
 def test_list_across_threads_is_never_prepared(db_dsn: str) -> None:
