@@ -11,7 +11,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -290,57 +289,42 @@ def test_a_dry_run_counts_what_the_real_run_removes(filled: str) -> None:
     cli("history", "t-000", dsn=filled, check=1)
 
 
+#: threads added for the interrupted prune: enough batches that it cannot finish between the fifth
+#: progress line and the signal (with 60 it once did, on a loaded machine)
+MORE_THREADS = 150
+
+
 def test_a_prune_interrupted_with_sigint_and_resumed_ends_as_an_uninterrupted_one(
     filled: str, twin: str
 ) -> None:
     with PostgresSaver.from_conn_string(filled, max_size=1) as saver:  # more threads, to interrupt
         graph = two_nodes().compile(checkpointer=saver)
-        for i in range(60):
+        for i in range(MORE_THREADS):
             graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
             graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
     with PostgresSaver.from_conn_string(twin, max_size=1) as saver:
         graph = two_nodes().compile(checkpointer=saver)
-        for i in range(60):
+        for i in range(MORE_THREADS):
             graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
             graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"more-{i:03d}"}})
     args = ["prune", "--keep-last", "3", "--thread-batch", "1", "--batch-size", "2"]
     env = {**os.environ, "LANGGRAPH_PG_DSN": filled}
-    # a thread well after the first batches, held as a running put holds it: the prune waits
-    # there, so it cannot finish before the signal (it once did, between the fifth line read and
-    # the signal); the hold ends by itself after 30 s, so a wrong guess only makes this slow
-    with psycopg.connect(filled, autocommit=True) as conn:
-        threads = [
-            r[0]
-            for r in conn.execute(
-                'SELECT DISTINCT thread_id COLLATE "C" FROM pgsaver_checkpoints ORDER BY 1'
-            ).fetchall()
-        ]
-    holder = psycopg.connect(filled, autocommit=True)
-    holder.execute(
-        "SELECT pg_advisory_lock_shared(1818718323, hashtext(%s))", (threads[len(threads) // 2],)
+    proc = subprocess.Popen(
+        [*CLI, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
-    release = threading.Timer(30, holder.close)
-    release.start()
-    try:
-        proc = subprocess.Popen(
-            [*CLI, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert proc.stderr is not None
-        lines = []
-        while len(lines) < 5:  # a few batches committed
-            line = proc.stderr.readline()
-            assert line, (lines, proc.wait())
-            lines.append(line)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        release.cancel()
-        holder.close()
+    assert proc.stderr is not None
+    lines = []
+    while len(lines) < 5:  # a few batches committed
+        line = proc.stderr.readline()
+        assert line, (lines, proc.wait())
+        lines.append(line)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert "nothing half-done" in err
     resume = re.search(r"Resume with: langgraph-pg-saver (.*) \(or run", err)
