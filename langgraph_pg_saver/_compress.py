@@ -105,12 +105,7 @@ def decoder(loads: Callable[[tuple[str, bytes]], Any]) -> Callable[[tuple[str, b
     """``loads`` (a serde's loads_typed) that first decompresses a compressed value (as load)."""
 
     def decode(pair: tuple[str, bytes]) -> Any:
-        try:
-            if pair[0].endswith(SUFFIX):
-                return loads(unpack(pair[0], pair[1]))
-            return loads(pair)
-        except NotImplementedError as exc:
-            raise _unsealable(pair[0], exc) from exc
+        return load(loads, pair[0], pair[1])
 
     return decode
 

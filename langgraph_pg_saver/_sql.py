@@ -247,8 +247,7 @@ class Queries:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
         newest checkpoints of each namespace, merged); without a thread, planned for each call (a
         CustomPlan: read_tuples_global, after read_tuples_recent and read_tuples_capped when there
-        is a limit); else over
-        the chosen keys."""
+        is a limit); else over the chosen keys."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
         if "ns" not in predicates and "id" not in predicates:
