@@ -2,6 +2,7 @@
 
     python -m benchmarks.report benchmarks/results/latest.json            # its tables again
     python -m benchmarks.report benchmarks/results/before.json benchmarks/results/after.json
+    python -m benchmarks.report --growth small.json large.json   # the same bench without and with --scale
 
 Each row: the median over rounds of each round's median latency (or the block's throughput), the
 min-max over rounds, and the speedup official / ours of the medians (ours / official for
@@ -176,14 +177,78 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def growth(small: dict[str, Any], large: dict[str, Any]) -> str:
+    """One table of the same bench on a small table and next to a large one (``--scale``): ours'
+    median in each configuration (same pool / defaults / pooler mode, in that order), how much
+    slower ours is in the large run (throughput: how much less), and each run's speedup over the
+    official saver."""
+    configs = [c for c in small.get("configs", {}) if c in large.get("configs", {})]
+
+    def rows(results: dict[str, Any], config: str) -> dict[str, dict[str, Any]]:
+        return {r["id"]: r for r in results["configs"][config]["workloads"]}
+
+    a_rows = {c: rows(small, c) for c in configs}
+    b_rows = {c: rows(large, c) for c in configs}
+    scale = large.get("scale") or 0
+    lines = [
+        f"{small.get('label', 'small')} ({_rounds(small)}) and {large.get('label', 'large')}"
+        f" ({_rounds(large)}); per cell: {' / '.join(configs)}.",
+        "",
+        "| workload | ours, small | ours, large | large / small | speedup, small |"
+        " speedup, large |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    if not configs:
+        return "\n".join(lines)
+    for wid, first in a_rows[configs[0]].items():
+        cells: list[list[str]] = [[], [], [], [], []]
+        grow: list[float] = []
+        for c in configs:
+            a, b = a_rows[c].get(wid), b_rows[c].get(wid)
+            if a is None or b is None:
+                continue
+            cells[0].append(f"{a['ours_median']:.3g}")
+            cells[1].append(f"{b['ours_median']:.3g}")
+            higher = a["unit"].endswith("/s")
+            grow.append(
+                a["ours_median"] / b["ours_median"]
+                if higher
+                else b["ours_median"] / a["ours_median"]
+            )
+            cells[3].append(f"{a['speedup']:.2f}x")
+            cells[4].append(f"{b['speedup']:.2f}x")
+        if not grow:
+            continue
+        lo, hi = f"{min(grow):.2f}", f"{max(grow):.2f}"
+        spread = lo if lo == hi else f"{lo}–{hi}"
+        lines.append(
+            f"| {first['name']} [{first['unit']}] | {' / '.join(cells[0])} |"
+            f" {' / '.join(cells[1])} | {spread} | {' / '.join(cells[3])} |"
+            f" {' / '.join(cells[4])} |"
+        )
+    if scale:
+        lines += ["", f"large: {scale:,} background checkpoints per saver."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("files", nargs="+", type=Path, help="one results file, or two to compare")
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="two files of the same bench, the second with --scale: how ours grows from one to the"
+        " other",
+    )
     args = parser.parse_args(argv)
     loaded = [json.loads(p.read_text()) for p in args.files]
-    if len(loaded) == 1:
+    if args.growth:
+        if len(loaded) != 2:
+            parser.error("--growth takes two results files: the small run, then the large one")
+        print(growth(*loaded))
+    elif len(loaded) == 1:
         print(markdown(loaded[0]))
     elif len(loaded) == 2:
         print(compare(*loaded))
