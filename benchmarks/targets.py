@@ -40,6 +40,7 @@ HOT = (
     "get_tuple by id",
     "list(thread, limit=20)",
     "8-node graph, sync, per superstep",
+    "50 threads async, 3 invokes each",
 )
 #: list() across threads with a limit: within 1.5x from the small run to the large one
 FLAT = (
