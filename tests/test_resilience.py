@@ -386,11 +386,12 @@ def test_the_async_saver_names_the_fix_on_the_proactor_event_loop(db_dsn: str) -
         async with AsyncPostgresSaver.from_conn_string(db_dsn) as saver:
             await saver.aget_tuple(config("t"))
 
-    with (
-        asyncio.Runner(loop_factory=ProactorEventLoop) as runner,
-        pytest.raises(EventLoopError, match="WindowsSelectorEventLoopPolicy"),
-    ):
-        runner.run(use())
+    loop = ProactorEventLoop()  # asyncio.Runner(loop_factory=...) is Python 3.11+
+    try:
+        with pytest.raises(EventLoopError, match="WindowsSelectorEventLoopPolicy"):
+            loop.run_until_complete(use())
+    finally:
+        loop.close()
     asyncio.run(use())  # a selector loop is fine
 
 
