@@ -5,6 +5,7 @@ missing parent, a put stored again, many channels, a guarded put) behave the sam
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -16,7 +17,19 @@ from langgraph_pg_saver import ConcurrentUpdateError, ParentCheckpointMissingErr
 
 
 def function_calls(dsn: str, name: str = "pgsaver_put") -> int:
+    """Calls of our function ``name`` that the database's ended sessions have counted. A session
+    flushes its counts as it exits, before it leaves pg_stat_activity; a client that closed its
+    connection does not wait for that, so wait here until no other session is left."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            others = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            if others is not None and others[0] == 0:
+                break
+            time.sleep(0.02)
         row = conn.execute(
             "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = %s",
             (name,),
