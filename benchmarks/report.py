@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .floors import NOTE as FLOORS_NOTE
+from .targets import rows_of, slowdown
 
 
 def summarize(bench: Any, configs: list[Any]) -> dict[str, Any]:
@@ -183,12 +184,8 @@ def growth(small: dict[str, Any], large: dict[str, Any]) -> str:
     slower ours is in the large run (throughput: how much less), and each run's speedup over the
     official saver."""
     configs = [c for c in small.get("configs", {}) if c in large.get("configs", {})]
-
-    def rows(results: dict[str, Any], config: str) -> dict[str, dict[str, Any]]:
-        return {r["id"]: r for r in results["configs"][config]["workloads"]}
-
-    a_rows = {c: rows(small, c) for c in configs}
-    b_rows = {c: rows(large, c) for c in configs}
+    a_rows = {c: rows_of(small, c) for c in configs}
+    b_rows = {c: rows_of(large, c) for c in configs}
     scale = large.get("scale") or 0
     lines = [
         f"{small.get('label', 'small')} ({_rounds(small)}) and {large.get('label', 'large')}"
@@ -201,7 +198,8 @@ def growth(small: dict[str, Any], large: dict[str, Any]) -> str:
     if not configs:
         return "\n".join(lines)
     for wid, first in a_rows[configs[0]].items():
-        cells: list[list[str]] = [[], [], [], [], []]
+        # ours small, ours large, speedup small, speedup large: one entry per configuration
+        cells: list[list[str]] = [[], [], [], []]
         grow: list[float] = []
         for c in configs:
             a, b = a_rows[c].get(wid), b_rows[c].get(wid)
@@ -209,22 +207,17 @@ def growth(small: dict[str, Any], large: dict[str, Any]) -> str:
                 continue
             cells[0].append(f"{a['ours_median']:.3g}")
             cells[1].append(f"{b['ours_median']:.3g}")
-            higher = a["unit"].endswith("/s")
-            grow.append(
-                a["ours_median"] / b["ours_median"]
-                if higher
-                else b["ours_median"] / a["ours_median"]
-            )
-            cells[3].append(f"{a['speedup']:.2f}x")
-            cells[4].append(f"{b['speedup']:.2f}x")
+            grow.append(slowdown(a, b))
+            cells[2].append(f"{a['speedup']:.2f}x")
+            cells[3].append(f"{b['speedup']:.2f}x")
         if not grow:
             continue
         lo, hi = f"{min(grow):.2f}", f"{max(grow):.2f}"
         spread = lo if lo == hi else f"{lo}–{hi}"
         lines.append(
             f"| {first['name']} [{first['unit']}] | {' / '.join(cells[0])} |"
-            f" {' / '.join(cells[1])} | {spread} | {' / '.join(cells[3])} |"
-            f" {' / '.join(cells[4])} |"
+            f" {' / '.join(cells[1])} | {spread} | {' / '.join(cells[2])} |"
+            f" {' / '.join(cells[3])} |"
         )
     if scale:
         lines += ["", f"large: {scale:,} background checkpoints per saver."]

@@ -59,13 +59,13 @@ def _floor_ratio(row: dict[str, Any]) -> float | None:
     return float(floor) / ours if row["unit"].endswith("/s") else ours / float(floor)
 
 
-def _growth(small: dict[str, Any], large: dict[str, Any]) -> float:
+def slowdown(small: dict[str, Any], large: dict[str, Any]) -> float:
     """How much slower ours is in the large run (throughput: how much less)."""
     a, b = float(small["ours_median"]), float(large["ours_median"])
     return a / b if small["unit"].endswith("/s") else b / a
 
 
-def _rows(results: dict[str, Any], config: str) -> dict[str, dict[str, Any]]:
+def rows_of(results: dict[str, Any], config: str) -> dict[str, dict[str, Any]]:
     section = results.get("configs", {}).get(config, {})
     return {row["id"]: row for row in section.get("workloads", [])}
 
@@ -80,7 +80,7 @@ def check(small: dict[str, Any], large: dict[str, Any] | None = None) -> list[st
     for wid, (least, near) in SPEED.items():
         cells = []
         for config in configs:
-            row = _rows(small, config).get(wid)
+            row = rows_of(small, config).get(wid)
             if row is None:
                 cells.append("not run")
                 continue
@@ -103,11 +103,11 @@ def check(small: dict[str, Any], large: dict[str, Any] | None = None) -> list[st
             for wid in names:
                 cells = []
                 for config in configs:
-                    a, b = _rows(small, config).get(wid), _rows(large, config).get(wid)
+                    a, b = rows_of(small, config).get(wid), rows_of(large, config).get(wid)
                     if a is None or b is None:
                         cells.append("not run")
                         continue
-                    growth = _growth(a, b)
+                    growth = slowdown(a, b)
                     cells.append(f"{'met' if growth <= limit else 'NOT met'}: {growth:.2f}x")
                 lines.append(f"| {wid}, large / small <= {limit}x | " + " | ".join(cells) + " |")
     return lines
