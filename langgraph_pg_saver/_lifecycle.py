@@ -79,10 +79,14 @@ class Report:
     batches: int = 0
     #: the last thread id fully processed: pass it as ``start_after`` to resume an interrupted run
     last_thread_id: str | None = None
+    #: the ids given that matched nothing (threads; run ids for ``delete_for_runs``), sorted: an
+    #: unknown id is not an error (LangGraph's contract), but it is named here
+    missing: list[str] = dataclasses.field(default_factory=list)
 
     def add(self, other: Report) -> None:
         for f in ("threads", "checkpoints", "writes", "blobs", "bytes", "batches"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.missing = sorted({*self.missing, *other.missing})
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
