@@ -156,9 +156,10 @@ UNBOUND = place("unbound")
 #: the metadata keys LangGraph itself writes, kept in plaintext (and filterable in SQL) by default
 DEFAULT_PLAINTEXT_METADATA = ("source", "step", "parents", "run_id")
 #: always plaintext: prune, copy_thread and delete_for_runs read the counters in SQL to keep the
-#: checkpoints a DeltaChannel is rebuilt from (channel names and counts, nothing a user passed), and
-#: delete_for_runs selects by run_id (kept in a column of its own anyway)
-REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot", "run_id"})
+#: checkpoints a DeltaChannel is rebuilt from (channel names and counts, nothing a user passed),
+#: retention reads "parents" to keep a subgraph's checkpoints with the root checkpoint that ran it
+#: (checkpoint ids), and delete_for_runs selects by run_id (kept in a column of its own anyway)
+REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot", "parents", "run_id"})
 
 Place = tuple[object, ...]
 
@@ -205,8 +206,8 @@ class KeyringSerializer(SerializerProtocol):
         plaintext_metadata: the metadata keys stored in clear in the ``metadata`` jsonb column
             (what ``list(filter=...)`` narrows by in SQL); every other key, including the
             ``configurable`` values LangGraph copies into metadata, is stored only encrypted.
-            ``counters_since_delta_snapshot`` and ``run_id`` are always in clear (prune and
-            delete_for_runs select by them in SQL). What is read back is always the sealed copy.
+            ``counters_since_delta_snapshot``, ``parents`` and ``run_id`` are always in clear
+            (prune, retention and delete_for_runs select by them in SQL). What is read back is always the sealed copy.
         fallback: reads values not sealed by this serializer when ``strict=False``: ``serde``
             by default (plaintext); LangGraph's ``EncryptedSerializer`` for a database it wrote.
     """

@@ -228,7 +228,8 @@ def _keep_last(
     batch: int = DEFAULT_BATCH,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
 ) -> Steps:
-    """Keep the newest ``n`` checkpoints of every namespace plus what their DeltaChannels need."""
+    """Keep a thread's newest ``n`` root checkpoints, the subgraph checkpoints they own (the newest
+    ``n`` of each such namespace), and what their DeltaChannels need (``_keep_last_set``)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInputError(f"keep_last must be a positive int, not {n!r}")
     batch = _batch_size(batch)
@@ -245,14 +246,19 @@ def _keep_last(
     touched: set[str] = set()
     params["batch"] = batch
     while True:
+        # each batch commits a state in which every checkpoint still stored reads as before the
+        # job (the order is prune_keep_last_batch's): a job stopped between batches, or a reader
+        # between them, sees no survivor changed
         rows = yield Step(_locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout)
-        thread_list, checkpoints, writes, size = rows[0]
+        thread_list, checkpoints, writes, size, left = rows[0]
         touched.update(thread_list or ())
         report.checkpoints += int(checkpoints)
         report.writes += int(writes)
         report.bytes += int(size or 0)
         report.batches += 1
-        if int(checkpoints) < batch:
+        # done when nothing doomed is left; a batch that deleted nothing (only rows a survivor
+        # still needs were left in it, which ids out of time order can cause) ends the job too
+        if not int(left) or not int(checkpoints):
             break
     rows = yield Step(_locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout)
     report.blobs += int(rows[0][0])

@@ -696,30 +696,100 @@ ARRAY(
     ORDER BY k
 ) COLLATE "C"
 
--- name: _keep_closure
--- Expects a CTE heads(thread_id, checkpoint_ns, checkpoint_id): the checkpoints to keep. Adds every
--- ancestor a kept checkpoint's DeltaChannels need, back to the nearest stored value of each channel,
--- transitively (a kept ancestor's own DeltaChannels too). "needing" = channels the parent must supply.
-walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
-    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
-    FROM heads AS h
+-- name: _walk_row
+-- Expects x (a pgsaver_checkpoints row) and w (its child's walk row). The columns of a keep-set walk
+-- row: x's keys and parent, and the channels x's parent must supply.
+x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
+
+-- name: _walk_up
+-- Expects w (a walk row). The join of w's parent, while w still needs DeltaChannel values from it.
+JOIN {schema}.pgsaver_checkpoints AS x
+  ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
+ AND x.checkpoint_id = w.parent_checkpoint_id
+WHERE cardinality(w.needing) > 0
+
+-- name: _keep_last_set
+-- keep_last as a thread's root history. CTEs (use as WITH RECURSIVE {_keep_last_set}):
+--   nss:       every namespace of the given threads, with its owner: the root checkpoint whose task
+--              ran it (LangGraph's metadata "parents" -> '', as of its newest checkpoint); NULL for
+--              the root namespace, and for a namespace whose checkpoints do not name one;
+--   root_walk: the newest keep_last root checkpoints of each thread, plus every ancestor their
+--              DeltaChannels need, back to the nearest stored value of each channel, transitively
+--              (a kept ancestor's own DeltaChannels too); "needing" = channels the parent supplies;
+--   sub_walk:  the same from the newest keep_last checkpoints of each subgraph namespace whose
+--              owner is kept (get_state(subgraphs=True) of a kept root checkpoint reads them, and
+--              resuming an interrupt inside a subgraph loads them), or that names no owner; a
+--              namespace whose owner is gone or not kept is not kept at all;
+--   keep:      the union;
+--   doomed:    every other checkpoint of the threads, with its owner and the order batches delete
+--              in (see prune_keep_last_batch).
+nss AS (
+    SELECT n.thread_id, n.checkpoint_ns, o.owner
+    FROM (
+        SELECT DISTINCT c.thread_id, c.checkpoint_ns
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+    ) AS n
+    LEFT JOIN LATERAL (
+        SELECT c.metadata -> 'parents' ->> '' AS owner
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        ORDER BY c.checkpoint_id DESC
+        LIMIT 1
+    ) AS o ON n.checkpoint_ns <> ''
+),
+root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+    SELECT {_walk_row}
+    FROM nss AS n
+    CROSS JOIN LATERAL (
+        SELECT c.checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        ORDER BY c.checkpoint_id DESC
+        LIMIT %(keep_last)s
+    ) AS h
     CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
     JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = h.thread_id AND x.checkpoint_ns = h.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
+      ON x.thread_id = n.thread_id AND x.checkpoint_ns = n.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
+    WHERE n.checkpoint_ns = ''
     UNION
-    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
-    FROM walk AS w
+    SELECT {_walk_row} FROM root_walk AS w {_walk_up}
+),
+sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+    SELECT {_walk_row}
+    FROM nss AS n
+    CROSS JOIN LATERAL (
+        SELECT c.checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        ORDER BY c.checkpoint_id DESC
+        LIMIT %(keep_last)s
+    ) AS h
+    CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
     JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
-     AND x.checkpoint_id = w.parent_checkpoint_id
-    WHERE cardinality(w.needing) > 0
+      ON x.thread_id = n.thread_id AND x.checkpoint_ns = n.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
+    WHERE n.checkpoint_ns <> ''
+      AND (n.owner IS NULL OR EXISTS (
+          SELECT 1 FROM root_walk AS r
+          WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = n.owner
+      ))
+    UNION
+    SELECT {_walk_row} FROM sub_walk AS w {_walk_up}
 ),
 keep AS (
-    SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM walk
+    SELECT thread_id, checkpoint_ns, checkpoint_id FROM root_walk
+    UNION
+    SELECT thread_id, checkpoint_ns, checkpoint_id FROM sub_walk
 ),
 doomed AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, n.owner,
+           -- the root checkpoint a row goes with: itself, or its namespace's owner
+           coalesce(n.owner, c.checkpoint_id) AS anchor,
+           -- 0 for the root namespace, else how deep the subgraph is nested
+           CASE WHEN c.checkpoint_ns = '' THEN 0
+                ELSE 1 + length(c.checkpoint_ns) - length(replace(c.checkpoint_ns, '|', '')) END AS depth
     FROM {schema}.pgsaver_checkpoints AS c
+    JOIN nss AS n ON n.thread_id = c.thread_id AND n.checkpoint_ns = c.checkpoint_ns
     WHERE c.thread_id = ANY (%(thread_ids)b::text[])
       AND NOT EXISTS (
           SELECT 1 FROM keep AS k
@@ -728,30 +798,52 @@ doomed AS (
       )
 )
 
--- name: _heads_keep_last
--- The newest keep_last checkpoints of every namespace of the given threads.
-heads AS (
-    SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id
-    FROM (
-        SELECT DISTINCT c.thread_id, c.checkpoint_ns
-        FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = ANY (%(thread_ids)b::text[])
-    ) AS n
-    CROSS JOIN LATERAL (
-        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
-        FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
-        ORDER BY c.checkpoint_id DESC
-        LIMIT %(keep_last)s
-    ) AS h
-)
-
 -- name: prune_keep_last_batch
--- Delete at most %(batch)s checkpoints (with their writes) that neither are among the newest
--- keep_last of their namespace nor are needed by a kept checkpoint's DeltaChannels.
-WITH RECURSIVE {_heads_keep_last}, {_keep_closure},
+-- Delete at most %(batch)s checkpoints (with their writes) of the doomed (see _keep_last_set), so
+-- that what stays after this batch commits reads exactly as before: newest first (a checkpoint
+-- before its ancestors: checkpoint ids grow with time, as LangGraph's "latest" assumes), a root
+-- checkpoint before the subgraph checkpoints it owns (get_state(subgraphs=True) reads them), the
+-- shallower subgraph first. "held": picked rows that a row staying still needs (the parent of a
+-- doomed row not picked, the subgraph rows of a root checkpoint not picked, transitively); with ids
+-- in time order there are none, but ids given out of order must not break a survivor either.
+-- Returns the threads touched, counts, bytes, and how many doomed checkpoints are left.
+WITH RECURSIVE {_keep_last_set},
+pick AS (
+    SELECT * FROM doomed
+    ORDER BY thread_id, anchor DESC, depth, checkpoint_id DESC
+    LIMIT %(batch)s
+),
+unpicked AS (
+    SELECT d.* FROM doomed AS d
+    WHERE NOT EXISTS (
+        SELECT 1 FROM pick AS p
+        WHERE p.thread_id = d.thread_id AND p.checkpoint_ns = d.checkpoint_ns
+          AND p.checkpoint_id = d.checkpoint_id
+    )
+),
+held (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id
+    FROM pick AS p
+    WHERE EXISTS (
+        SELECT 1 FROM unpicked AS u
+        WHERE u.thread_id = p.thread_id AND u.checkpoint_ns = p.checkpoint_ns
+          AND u.parent_checkpoint_id = p.checkpoint_id
+    ) OR (p.owner IS NOT NULL AND EXISTS (
+        SELECT 1 FROM unpicked AS u
+        WHERE u.thread_id = p.thread_id AND u.checkpoint_ns = '' AND u.checkpoint_id = p.owner
+    ))
+    UNION
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id
+    FROM held AS h
+    JOIN pick AS p
+      ON p.thread_id = h.thread_id
+     AND ((p.checkpoint_ns = h.checkpoint_ns AND p.checkpoint_id = h.parent_checkpoint_id)
+          OR (h.checkpoint_ns = '' AND p.owner = h.checkpoint_id))
+),
 batch AS (
-    SELECT * FROM doomed ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %(batch)s
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id FROM pick AS p
+    EXCEPT
+    SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id FROM held AS h
 ),
 deleted_writes AS (
     DELETE FROM {schema}.pgsaver_writes AS w
@@ -768,11 +860,12 @@ deleted AS (
 SELECT ARRAY(SELECT DISTINCT thread_id FROM deleted),
        (SELECT count(*) FROM deleted),
        (SELECT count(*) FROM deleted_writes),
-       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0)
+       coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0),
+       (SELECT count(*) FROM doomed) - (SELECT count(*) FROM deleted)
 
 -- name: prune_keep_last_plan
 -- Dry run of prune_keep_last_batch + prune_blobs: what would go, without deleting.
-WITH RECURSIVE {_heads_keep_last}, {_keep_closure},
+WITH RECURSIVE {_keep_last_set},
 gone_writes AS (
     SELECT pg_column_size(w.*) AS size
     FROM {schema}.pgsaver_writes AS w

@@ -173,3 +173,55 @@ def two_delta() -> StateGraph[Any]:
     g.add_edge("bump", "echo")
     g.add_edge("echo", END)
     return g
+
+
+class ResearchState(TypedDict):
+    messages: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=4)]
+    summary: str
+    turn: int
+
+
+class ResearchInner(TypedDict):
+    findings: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=2)]
+    summary: str
+    turn: int
+
+
+def _plan(state: ResearchState) -> dict[str, Any]:
+    turn = state.get("turn", 0) + 1
+    return {"messages": [f"plan {turn}"], "turn": turn}
+
+
+def _search(state: ResearchInner) -> dict[str, Any]:
+    return {"findings": [f"found {state['turn']}.{len(state.get('findings', []))}"]}
+
+
+def _summarize(state: ResearchInner) -> dict[str, Any]:
+    turn = state["turn"]
+    approved = interrupt({"approve": turn}) if turn % 5 == 0 else "auto"
+    return {"summary": f"summary {turn} ({approved}): {len(state.get('findings', []))}"}
+
+
+def _reply(state: ResearchState) -> dict[str, Any]:
+    return {"messages": [f"{state['summary']}; reply after {len(state['messages'])}"]}
+
+
+def research_chat() -> StateGraph[Any]:
+    """A chat whose every turn runs a subgraph ("research": two steps, its own DeltaChannel, an
+    interrupt every fifth turn), between two root nodes; DeltaChannels with snapshots at both
+    levels. Each turn leaves root checkpoints and a subgraph namespace of its own."""
+    inner: StateGraph[Any] = StateGraph(ResearchInner)
+    inner.add_node("search", _search)
+    inner.add_node("summarize", _summarize)
+    inner.add_edge(START, "search")
+    inner.add_edge("search", "summarize")
+    inner.add_edge("summarize", END)
+    g: StateGraph[Any] = StateGraph(ResearchState)
+    g.add_node("plan", _plan)
+    g.add_node("research", inner.compile())
+    g.add_node("reply", _reply)
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "research")
+    g.add_edge("research", "reply")
+    g.add_edge("reply", END)
+    return g

@@ -335,9 +335,9 @@ def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
     driver = FakeDriver(
         {
             "prune_keep_last_batch": [
-                [(["a"], 2, 5, 100)],
-                [(["b", "a"], 2, 1, None)],
-                [(["b"], 1, 0, 30)],
+                [(["a"], 2, 5, 100, 3)],
+                [(["b", "a"], 2, 1, None, 1)],
+                [(["b"], 1, 0, 30, 0)],
             ],
             "prune_blobs": [[(3, 40)]],
         }
@@ -366,7 +366,9 @@ def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
 
 
 def test_prune_keep_latest_stops_on_a_short_first_batch() -> None:
-    driver = FakeDriver({"prune_keep_last_batch": [[([], 0, 0, 0)]], "prune_blobs": [[(0, None)]]})
+    driver = FakeDriver(
+        {"prune_keep_last_batch": [[([], 0, 0, 0, 0)]], "prune_blobs": [[(0, None)]]}
+    )
     report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest"))
     driver.assert_consumed()
     assert driver.names() == [
@@ -381,9 +383,9 @@ def test_prune_keep_latest_stops_on_a_short_first_batch() -> None:
     assert report == Report(batches=1)
 
 
-def test_prune_keep_latest_one_less_than_batch_is_short() -> None:
+def test_prune_keep_latest_stops_when_nothing_doomed_is_left() -> None:
     driver = FakeDriver(
-        {"prune_keep_last_batch": [[(["a"], 999, 0, 0)]], "prune_blobs": [[(0, 0)]]}
+        {"prune_keep_last_batch": [[(["a"], 999, 0, 0, 0)]], "prune_blobs": [[(0, 0)]]}
     )
     report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest", lock_timeout=None))
     assert len(driver.steps) == 2
@@ -393,8 +395,25 @@ def test_prune_keep_latest_one_less_than_batch_is_short() -> None:
     assert report.threads == 1
 
 
+def test_prune_keep_latest_stops_on_a_batch_that_deleted_nothing() -> None:
+    # only rows a survivor still needs were left in the batch (ids out of time order): the job
+    # ends instead of repeating the same empty batch
+    driver = FakeDriver(
+        {
+            "prune_keep_last_batch": [[(["a"], 3, 0, 9, 2)], [([], 0, 0, 0, 2)]],
+            "prune_blobs": [[(0, 0)]],
+        }
+    )
+    report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest", batch=3))
+    driver.assert_consumed()
+    assert report.checkpoints == 3
+    assert report.batches == 2
+
+
 def test_keep_last_passes_n() -> None:
-    driver = FakeDriver({"prune_keep_last_batch": [[(["a"], 0, 0, 0)]], "prune_blobs": [[(0, 0)]]})
+    driver = FakeDriver(
+        {"prune_keep_last_batch": [[(["a"], 0, 0, 0, 0)]], "prune_blobs": [[(0, 0)]]}
+    )
     driver.run(_lifecycle._keep_last(Q, ["a"], 3, batch=10))
     assert driver.steps[0] == locked(
         ["a"],
@@ -517,7 +536,7 @@ def _pages(pages: Mapping[str, list[str]]) -> Callable[[Step, str], Rows]:
             return [(t,) for t in pages[after]]
         if name == "prune_keep_last_batch":
             ids = step.statements[1].params["thread_ids"]  # type: ignore[index]
-            return [(ids[:1], 1, 2, 10)]
+            return [(ids[:1], 1, 2, 10, 0)]
         if name == "prune_blobs":
             return [(1, 5)]
         raise AssertionError(f"unexpected step {step_names(step)}")
@@ -617,7 +636,7 @@ def test_retention_deletes_idle_threads_and_keeps_last_of_the_rest() -> None:
         return {
             "idle_threads": [("b",)],
             "delete_threads": [(1, 5, 2, 3, 100, ["b"])],
-            "prune_keep_last_batch": [(["c"], 4, 1, 40)],
+            "prune_keep_last_batch": [(["c"], 4, 1, 40, 0)],
             "prune_blobs": [(2, 8)],
         }[name]
 
@@ -659,7 +678,7 @@ def test_retention_with_no_idle_thread_deletes_nothing() -> None:
     answers = {
         "threads_after": [[("a",)], []],
         "idle_threads": [[]],
-        "prune_keep_last_batch": [[([], 0, 0, 0)]],
+        "prune_keep_last_batch": [[([], 0, 0, 0, 0)]],
         "prune_blobs": [[(0, 0)]],
     }
     driver = FakeDriver(answers)
@@ -879,7 +898,7 @@ def test_retention_prunes_an_idle_thread_written_before_its_delete() -> None:
         "threads_after": [[("a",), ("b",)], []],
         "idle_threads": [[("a",), ("b",)]],
         "delete_threads": [[(1, 3, 0, 1, 10, ["a"])]],
-        "prune_keep_last_batch": [[(["b"], 2, 0, 20)]],
+        "prune_keep_last_batch": [[(["b"], 2, 0, 20, 0)]],
         "prune_blobs": [[(0, 0)]],
     }
     driver = FakeDriver(answers)

@@ -1,0 +1,389 @@
+"""Multi-batch lifecycle jobs at the sizes ops teams run them: every batch of prune and retention
+commits a state in which every checkpoint still stored reads exactly as before the job, wherever
+the job stops; retention treats a thread as its root history (subgraph checkpoints go with the
+root checkpoints that ran them).
+
+A job is stopped for real: a statement trigger on the checkpoints table counts the job's delete
+statements (one per batch) and raises in the one after the k-th, so batches 1..k are committed and
+the (k+1)-th is rolled back, as when a deploy, a crash or Ctrl-C ends a job between batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import research_chat
+from langgraph.types import Command, StateSnapshot
+
+from langgraph_pg_saver import PostgresSaver
+
+DELTA_CHANNELS = ["messages", "findings"]
+
+STOP_TRIGGER = """
+CREATE TABLE lgps_test_stop (after int NOT NULL, seen int NOT NULL DEFAULT 0);
+INSERT INTO lgps_test_stop (after) VALUES (-1);
+CREATE FUNCTION lgps_test_stop() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE lgps_test_stop SET seen = seen + 1;
+    IF (SELECT after >= 0 AND seen > after FROM lgps_test_stop) THEN
+        RAISE EXCEPTION 'test: the job stops after % batches', (SELECT after FROM lgps_test_stop);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lgps_test_stop AFTER DELETE ON pgsaver_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION lgps_test_stop();
+"""
+
+
+def cfg(thread: str, ns: str = "", cid: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if cid is not None:
+        c["checkpoint_id"] = cid
+    return {"configurable": c}
+
+
+def chat(graph: Any, thread: str, turns: int, *, pending_last: bool = False) -> None:
+    """``turns`` turns of the research chat; an interrupt (every fifth turn, inside the
+    subgraph) is answered, except on the last turn when ``pending_last``."""
+    for i in range(turns):
+        out = graph.invoke({"messages": [f"hi{i}"]}, cfg(thread))
+        if "__interrupt__" in out and not (pending_last and i == turns - 1):
+            graph.invoke(Command(resume=f"ok{i}"), cfg(thread))
+
+
+def keys(dsn: str, thread: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(  # type: ignore[return-value]
+            "SELECT checkpoint_ns, checkpoint_id FROM pgsaver_checkpoints WHERE thread_id = %s"
+            " ORDER BY 1, 2",
+            (thread,),
+        ).fetchall()
+
+
+def assert_owned(dsn: str, thread: str) -> None:
+    """Every subgraph checkpoint left belongs to a root checkpoint left (metadata "parents")."""
+    with psycopg.connect(dsn) as conn:
+        orphans = conn.execute(
+            "SELECT s.checkpoint_ns FROM pgsaver_checkpoints AS s WHERE s.thread_id = %s"
+            " AND s.checkpoint_ns <> '' AND NOT EXISTS (SELECT 1 FROM pgsaver_checkpoints AS r"
+            " WHERE r.thread_id = s.thread_id AND r.checkpoint_ns = ''"
+            " AND r.checkpoint_id = s.metadata -> 'parents' ->> '')",
+            (thread,),
+        ).fetchall()
+    assert orphans == [], f"subgraph checkpoints whose root checkpoint is gone: {orphans}"
+
+
+def _snapshot(snap: StateSnapshot) -> Any:
+    tasks = tuple(
+        (
+            t.name,
+            tuple(i.value for i in t.interrupts),
+            _snapshot(t.state) if isinstance(t.state, StateSnapshot) else None,
+        )
+        for t in snap.tasks
+    )
+    return (snap.values, snap.next, tasks)
+
+
+def read_one(saver: PostgresSaver, graph: Any, thread: str, ns: str, cid: str) -> Any:
+    """What a reader gets of one checkpoint, without the thread id: the stored tuple (values,
+    metadata, parent, pending writes), the DeltaChannel history LangGraph reads for it, and for a
+    root checkpoint the graph's get_state(subgraphs=True)."""
+    conf = cfg(thread, ns, cid)
+    tup = saver.get_tuple(conf)  # type: ignore[arg-type]
+    if tup is None:
+        return None
+    parent = None if tup.parent_config is None else tup.parent_config["configurable"]
+    # the history LangGraph reads: of the DeltaChannels with a version and no value stored here
+    # (one that stores its value is not rebuilt, and its ancestors may go)
+    replayed = [
+        c
+        for c in DELTA_CHANNELS
+        if c in tup.checkpoint["channel_versions"] and c not in tup.checkpoint["channel_values"]
+    ]
+    history = saver.get_delta_channel_history(config=conf, channels=replayed)  # type: ignore[arg-type]
+    state = _snapshot(graph.get_state(conf, subgraphs=True)) if ns == "" else None
+    return (
+        tup.checkpoint["channel_values"],
+        tup.metadata,
+        parent and (parent["checkpoint_ns"], parent["checkpoint_id"]),
+        sorted(tup.pending_writes or [], key=repr),
+        history,
+        state,
+    )
+
+
+def read_all(saver: PostgresSaver, graph: Any, dsn: str, thread: str) -> dict[Any, Any]:
+    return {k: read_one(saver, graph, thread, *k) for k in keys(dsn, thread)}
+
+
+def assert_survivors_read_as_before(
+    before: dict[Any, Any], saver: PostgresSaver, graph: Any, dsn: str, thread: str, what: str
+) -> int:
+    after = read_all(saver, graph, dsn, thread)
+    assert set(after) <= set(before), what
+    changed = [k for k, v in after.items() if v != before[k]]
+    assert not changed, (
+        f"{what}: {len(changed)} of {len(after)} survivors read differently, e.g. {changed[0]}:"
+        f" {[(i, a, b) for i, (a, b) in enumerate(zip(after[changed[0]], before[changed[0]], strict=True)) if a != b]}"
+    )
+    return len(after)
+
+
+@pytest.fixture
+def stop_dsn(db_dsn: str) -> str:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(STOP_TRIGGER)  # type: ignore[arg-type]
+    return db_dsn
+
+
+def stop_after(dsn: str, k: int) -> None:
+    """The next job's (k+1)-th batch fails (-1: none does)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE lgps_test_stop SET after = %s, seen = 0", (k,))
+
+
+def stopped_runs(
+    saver: PostgresSaver,
+    graph: Any,
+    dsn: str,
+    source: str,
+    job: Any,
+    max_batches: int,
+) -> list[int]:
+    """Run ``job(thread)`` on copies of ``source``, stopped after each possible batch, and check
+    every survivor each time; returns how many survivors each stop left."""
+    before = read_all(saver, graph, dsn, source)
+    survivors: list[int] = []
+    for k in range(max_batches + 1):
+        copy = f"{source}-stop{k}"
+        saver.copy_thread(source, copy)
+        stop_after(dsn, k)
+        stopped = False
+        try:
+            job(copy)
+        except psycopg.errors.RaiseException as exc:
+            if "the job stops" not in str(exc):
+                raise
+            stopped = True
+        stop_after(dsn, -1)
+        survivors.append(
+            assert_survivors_read_as_before(
+                before, saver, graph, dsn, copy, f"stopped after batch {k}"
+            )
+        )
+        saver.delete_thread(copy)
+        if not stopped:
+            return survivors  # the job ran to its end within k batches
+    raise AssertionError(f"the job needed more than {max_batches} batches")
+
+
+@pytest.mark.parametrize(("batch", "keep_last"), [(1, 1), (7, 1), (7, 3)])
+def test_a_prune_stopped_after_any_batch_leaves_every_survivor_whole(
+    saver: PostgresSaver, stop_dsn: str, batch: int, keep_last: int
+) -> None:
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "t", 6, pending_last=True)  # turn 5 interrupted and answered, turn 6 not
+    doomed = saver.retention(keep_last=keep_last, thread_ids=["t"], dry_run=True).checkpoints
+    assert doomed > 20
+
+    def job(thread: str) -> None:
+        saver.retention(keep_last=keep_last, thread_ids=[thread], batch=batch)
+
+    survivors = stopped_runs(saver, graph, stop_dsn, "t", job, doomed // batch + 1)
+    # every stop left fewer, down to what the finished job leaves
+    assert survivors == sorted(survivors, reverse=True)
+    assert len(survivors) >= doomed // batch
+
+
+def test_retention_stopped_between_thread_batches_and_rerun(
+    saver: PostgresSaver, stop_dsn: str
+) -> None:
+    graph = research_chat().compile(checkpointer=saver)
+    for t in ("r1", "r2", "r3"):
+        chat(graph, t, 4)
+    before = {t: read_all(saver, graph, stop_dsn, t) for t in ("r1", "r2", "r3")}
+    stop_after(stop_dsn, 5)
+    with pytest.raises(psycopg.errors.RaiseException):
+        saver.retention(keep_last=1, thread_batch=2, batch=4)
+    stop_after(stop_dsn, -1)
+    for t, b in before.items():
+        assert_survivors_read_as_before(b, saver, graph, stop_dsn, t, f"{t} after the stop")
+    # the same job run again finishes the work, and the graph goes on
+    saver.retention(keep_last=1, thread_batch=2, batch=4)
+    for t, b in before.items():
+        n = assert_survivors_read_as_before(b, saver, graph, stop_dsn, t, f"{t} after the rerun")
+        assert n < len(b)
+    chat(graph, "r1", 1)
+
+
+@pytest.mark.slow
+def test_a_large_thread_pruned_in_default_batches_never_breaks_a_survivor(
+    saver: PostgresSaver, stop_dsn: str
+) -> None:
+    """The issue's size: a thread of more than 1,500 root checkpoints (and a subgraph namespace
+    per turn) pruned to its latest checkpoint in batches of the default 1,000, stopped after the
+    first and the second batch."""
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "big", 330)
+    root = sum(1 for ns, _ in keys(stop_dsn, "big") if ns == "")
+    assert root > 1500
+
+    def job(thread: str) -> None:
+        saver.prune([thread], strategy="keep_latest")
+
+    survivors = stopped_runs(saver, graph, stop_dsn, "big", job, 3)
+    # stopped before the first batch, after the first, after the second; then the whole job
+    assert len(survivors) == 4
+    assert survivors[0] - survivors[1] == survivors[1] - survivors[2] == 1000
+    # the finished job kept the latest checkpoint and the ancestors its DeltaChannels need, and
+    # of 330 subgraph namespaces only one a kept ancestor ran (its get_state(subgraphs=True))
+    job("big")
+    left = keys(stop_dsn, "big")
+    assert len(left) == survivors[-1] <= 10
+    assert len({ns for ns, _ in left if ns}) <= 1
+    assert_owned(stop_dsn, "big")
+
+
+def test_readers_between_batches_never_see_a_survivor_change(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """A reader running while a prune deletes one checkpoint per batch: every checkpoint that is
+    still stored after it was read was stored at every commit in between, so it must have read
+    as before."""
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "live", 16, pending_last=True)
+    before = read_all(saver, graph, db_dsn, "live")
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def prune() -> None:
+        try:
+            saver.retention(keep_last=1, thread_ids=["live"], batch=1)
+        except BaseException as exc:  # reported by the reader's assertion
+            errors.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=prune)
+    worker.start()
+    checked = 0
+    try:
+        while not done.is_set():
+            for k in list(before):
+                got = read_one(saver, graph, "live", *k)
+                # gone by now: this read may have raced its deletion, and proves nothing
+                if got is not None and k in set(keys(db_dsn, "live")):
+                    assert got == before[k], f"a reader saw {k} changed while the prune ran"
+                    checked += 1
+    finally:
+        worker.join(timeout=120)
+    assert not errors, errors
+    assert checked > 20  # reads that overlapped the job, of checkpoints it left
+
+
+def test_retention_bounds_a_thread_with_subgraphs(saver: PostgresSaver, db_dsn: str) -> None:
+    """keep-last counts a thread's root checkpoints: subgraph namespaces go with the root
+    checkpoints that ran them; the pending interrupt inside a subgraph stays resumable."""
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "sub", 30, pending_last=True)  # turn 30 waits on an interrupt in its subgraph
+    saver.copy_thread("sub", "sub-unpruned")
+    before = read_all(saver, graph, db_dsn, "sub")
+    namespaces = {ns for ns, _ in before if ns}
+    assert len(namespaces) == 30
+    plan = saver.prune(["sub"], strategy="keep_latest", dry_run=True)
+    done = saver.prune(["sub"], strategy="keep_latest")
+    assert (done.checkpoints, done.writes, done.blobs) == (
+        plan.checkpoints,
+        plan.writes,
+        plan.blobs,
+    )
+    after = read_all(saver, graph, db_dsn, "sub")
+    assert all(after[k] == before[k] for k in after)
+    kept_ns = {ns for ns, _ in after if ns}
+    assert_owned(db_dsn, "sub")
+    pending_ns = graph.get_state(cfg("sub"), subgraphs=True).tasks[0].state.config  # type: ignore[union-attr]
+    assert pending_ns["configurable"]["checkpoint_ns"] in kept_ns
+    assert len(kept_ns) <= 2  # the pending one, and one a kept DeltaChannel ancestor ran
+    assert len(after) <= 12
+    assert done.checkpoints == len(before) - len(after)
+    # get_state(subgraphs=True) of the head is what it was, and resuming works as on the copy
+    assert _snapshot(graph.get_state(cfg("sub"), subgraphs=True)) == _snapshot(
+        graph.get_state(cfg("sub-unpruned"), subgraphs=True)
+    )
+    graph.invoke(Command(resume="late"), cfg("sub"))
+    graph.invoke(Command(resume="late"), cfg("sub-unpruned"))
+    chat(graph, "sub", 2)
+    chat(graph, "sub-unpruned", 2)
+    assert graph.get_state(cfg("sub")).values == graph.get_state(cfg("sub-unpruned")).values
+
+
+def test_idle_retention_and_keep_last_together_on_subgraph_threads(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "old", 3)
+    chat(graph, "new", 7)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgsaver_checkpoints SET created_at = now() - interval '40 days'"
+            " WHERE thread_id = 'old'"
+        )
+    before = read_all(saver, graph, db_dsn, "new")
+    plan = saver.retention(keep_last=2, idle_for=timedelta(days=30), dry_run=True)
+    done = saver.retention(keep_last=2, idle_for=timedelta(days=30))
+    assert (done.threads, done.checkpoints, done.blobs) == (
+        plan.threads,
+        plan.checkpoints,
+        plan.blobs,
+    )
+    assert keys(db_dsn, "old") == []
+    after = read_all(saver, graph, db_dsn, "new")
+    assert all(after[k] == before[k] for k in after)
+    assert sum(1 for ns, _ in after if ns == "") >= 2
+    assert_owned(db_dsn, "new")
+
+
+REVERSE_IDS = """
+CREATE TEMP TABLE idmap AS
+SELECT a.checkpoint_id AS old, b.checkpoint_id AS new
+FROM (SELECT checkpoint_id, row_number() OVER (ORDER BY checkpoint_id) AS r
+      FROM pgsaver_checkpoints WHERE thread_id = %(t)s) AS a
+JOIN (SELECT checkpoint_id, row_number() OVER (ORDER BY checkpoint_id DESC) AS r
+      FROM pgsaver_checkpoints WHERE thread_id = %(t)s) AS b USING (r);
+UPDATE pgsaver_writes AS w SET checkpoint_id = m.new || '~'
+FROM idmap AS m WHERE w.thread_id = %(t)s AND w.checkpoint_id = m.old;
+UPDATE pgsaver_writes SET checkpoint_id = rtrim(checkpoint_id, '~') WHERE thread_id = %(t)s;
+UPDATE pgsaver_checkpoints AS c SET checkpoint_id = m.new || '~',
+    parent_checkpoint_id = (SELECT p.new FROM idmap AS p WHERE p.old = c.parent_checkpoint_id),
+    metadata = CASE WHEN c.metadata -> 'parents' ? '' THEN jsonb_set(c.metadata, '{parents,""}',
+        to_jsonb((SELECT o.new FROM idmap AS o WHERE o.old = c.metadata -> 'parents' ->> '')))
+        ELSE c.metadata END
+FROM idmap AS m WHERE c.thread_id = %(t)s AND c.checkpoint_id = m.old;
+UPDATE pgsaver_checkpoints SET checkpoint_id = rtrim(checkpoint_id, '~') WHERE thread_id = %(t)s;
+"""
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_ids_out_of_time_order_never_break_a_survivor_either(
+    saver: PostgresSaver, stop_dsn: str, batch: int
+) -> None:
+    """Checkpoint ids normally grow with time (LangGraph's "latest" is the greatest id), and a batch
+    deletes the newest first. Ids that run the other way (rows written by other tools) must not
+    break a survivor: the batch leaves out every row a remaining one still needs."""
+    graph = research_chat().compile(checkpointer=saver)
+    chat(graph, "rev", 3)
+    with psycopg.connect(stop_dsn, autocommit=True) as conn, conn.transaction():
+        for statement in REVERSE_IDS.split(";")[:-1]:
+            conn.execute(statement, {"t": "rev"})  # type: ignore[arg-type]
+    doomed = saver.retention(keep_last=1, thread_ids=["rev"], dry_run=True).checkpoints
+    assert doomed > 10
+
+    def job(thread: str) -> None:
+        saver.retention(keep_last=1, thread_ids=[thread], batch=batch)
+
+    stopped_runs(saver, graph, stop_dsn, "rev", job, doomed + 1)
