@@ -711,8 +711,10 @@ WHERE cardinality(w.needing) > 0
 -- name: _keep_last_set
 -- keep_last as a thread's root history. CTEs (use as WITH RECURSIVE {_keep_last_set}):
 --   nss:       every namespace of the given threads, with its owner: the root checkpoint whose task
---              ran it (LangGraph's metadata "parents" -> '', as of its newest checkpoint); NULL for
---              the root namespace, and for a namespace whose checkpoints do not name one;
+--              ran it (LangGraph's metadata "parents" -> '', as of its newest checkpoint), for the
+--              namespace of one subgraph call ("name:<task id>", the last "|" part); NULL for the
+--              root namespace, for a namespace whose checkpoints name no owner, and for a
+--              subgraph compiled with checkpointer=True ("name": its state lives on across calls);
 --   root_walk: the newest keep_last root checkpoints of each thread, plus every ancestor their
 --              DeltaChannels need, back to the nearest stored value of each channel, transitively
 --              (a kept ancestor's own DeltaChannels too); "needing" = channels the parent supplies;
@@ -736,7 +738,7 @@ nss AS (
         WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
         ORDER BY c.checkpoint_id DESC
         LIMIT 1
-    ) AS o ON n.checkpoint_ns <> ''
+    ) AS o ON n.checkpoint_ns ~ ':[^|]*$'
 ),
 root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
     SELECT {_walk_row}

@@ -225,3 +225,25 @@ def research_chat() -> StateGraph[Any]:
     g.add_edge("research", "reply")
     g.add_edge("reply", END)
     return g
+
+
+class MemoryState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _remember(state: MemoryState) -> dict[str, Any]:
+    return {"log": [f"seen {len(state['log'])}"]}
+
+
+def persistent_subgraph() -> StateGraph[Any]:
+    """A subgraph compiled with checkpointer=True: one namespace ("child") across calls, whose
+    state (the log it has seen) lives on from call to call."""
+    inner: StateGraph[Any] = StateGraph(MemoryState)
+    inner.add_node("remember", _remember)
+    inner.add_edge(START, "remember")
+    inner.add_edge("remember", END)
+    outer: StateGraph[Any] = StateGraph(MemoryState)
+    outer.add_node("child", inner.compile(checkpointer=True))
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    return outer

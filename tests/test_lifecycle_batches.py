@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from graphs import research_chat
+from graphs import persistent_subgraph, research_chat
 from langgraph.types import Command, StateSnapshot
 
 from langgraph_pg_saver import PostgresSaver
@@ -387,3 +387,27 @@ def test_ids_out_of_time_order_never_break_a_survivor_either(
         saver.retention(keep_last=1, thread_ids=[thread], batch=batch)
 
     stopped_runs(saver, graph, stop_dsn, "rev", job, doomed + 1)
+
+
+def test_a_subgraph_with_its_own_memory_keeps_it(saver: PostgresSaver, db_dsn: str) -> None:
+    """A subgraph compiled with checkpointer=True keeps one namespace across calls, whose newest
+    checkpoint is its memory: keep-last keeps it whichever root checkpoint ran it last."""
+    graph = persistent_subgraph().compile(checkpointer=saver)
+    for i in range(4):
+        graph.invoke({"log": [f"x{i}"]}, cfg("mem"))
+    saver.copy_thread("mem", "mem-unpruned")
+    before = read_all(saver, graph, db_dsn, "mem")
+    saver.prune(["mem"], strategy="keep_latest")
+    after = read_all(saver, graph, db_dsn, "mem")
+    assert all(after[k] == before[k] for k in after)
+    assert [ns for ns, _ in after if ns] == ["child"]
+    graph.invoke({"log": ["again"]}, cfg("mem"))
+    graph.invoke({"log": ["again"]}, cfg("mem-unpruned"))
+    assert graph.get_state(cfg("mem")).values == graph.get_state(cfg("mem-unpruned")).values
+    sub = cfg("mem", "child")
+    assert (
+        saver.get_tuple(sub).checkpoint["channel_values"]
+        == saver.get_tuple(  # type: ignore[arg-type, union-attr]
+            cfg("mem-unpruned", "child")  # type: ignore[arg-type]
+        ).checkpoint["channel_values"]
+    )  # type: ignore[union-attr]
