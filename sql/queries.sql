@@ -708,6 +708,14 @@ JOIN {schema}.pgsaver_checkpoints AS x
  AND x.checkpoint_id = w.parent_checkpoint_id
 WHERE cardinality(w.needing) > 0
 
+-- name: _walk_heads
+-- Expects a CTE heads (thread_id, checkpoint_ns, checkpoint_id). The start of a keep-set walk:
+-- each head as x, with nothing needed from its child (w).
+FROM heads AS h
+CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
+JOIN {schema}.pgsaver_checkpoints AS x
+  ON x.thread_id = h.thread_id AND x.checkpoint_ns = h.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
+
 -- name: _keep_last_set
 -- keep_last as a thread's root history. CTEs (use as WITH RECURSIVE {_keep_last_set}):
 --   nss:       every namespace of the given threads, with its owner: the root checkpoint whose task
@@ -715,6 +723,7 @@ WHERE cardinality(w.needing) > 0
 --              namespace of one subgraph call ("name:<task id>", the last "|" part); NULL for the
 --              root namespace, for a namespace whose checkpoints name no owner, and for a
 --              subgraph compiled with checkpointer=True ("name": its state lives on across calls);
+--   heads:     the newest keep_last checkpoints of every namespace;
 --   root_walk: the newest keep_last root checkpoints of each thread, plus every ancestor their
 --              DeltaChannels need, back to the nearest stored value of each channel, transitively
 --              (a kept ancestor's own DeltaChannels too); "needing" = channels the parent supplies;
@@ -740,8 +749,8 @@ nss AS (
         LIMIT 1
     ) AS o ON n.checkpoint_ns ~ ':[^|]*$'
 ),
-root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
-    SELECT {_walk_row}
+heads AS (
+    SELECT n.thread_id, n.checkpoint_ns, n.owner, h.checkpoint_id
     FROM nss AS n
     CROSS JOIN LATERAL (
         SELECT c.checkpoint_id
@@ -750,30 +759,19 @@ root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needin
         ORDER BY c.checkpoint_id DESC
         LIMIT %(keep_last)s
     ) AS h
-    CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
-    JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = n.thread_id AND x.checkpoint_ns = n.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
-    WHERE n.checkpoint_ns = ''
+),
+root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+    SELECT {_walk_row} {_walk_heads}
+    WHERE h.checkpoint_ns = ''
     UNION
     SELECT {_walk_row} FROM root_walk AS w {_walk_up}
 ),
 sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
-    SELECT {_walk_row}
-    FROM nss AS n
-    CROSS JOIN LATERAL (
-        SELECT c.checkpoint_id
-        FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
-        ORDER BY c.checkpoint_id DESC
-        LIMIT %(keep_last)s
-    ) AS h
-    CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
-    JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = n.thread_id AND x.checkpoint_ns = n.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
-    WHERE n.checkpoint_ns <> ''
-      AND (n.owner IS NULL OR EXISTS (
+    SELECT {_walk_row} {_walk_heads}
+    WHERE h.checkpoint_ns <> ''
+      AND (h.owner IS NULL OR EXISTS (
           SELECT 1 FROM root_walk AS r
-          WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = n.owner
+          WHERE r.thread_id = h.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = h.owner
       ))
     UNION
     SELECT {_walk_row} FROM sub_walk AS w {_walk_up}
