@@ -954,8 +954,9 @@ SELECT (SELECT count(DISTINCT thread_id) FROM gone),
            + coalesce((SELECT sum(size) FROM gone_blobs), 0)
 
 -- name: missing_threads
--- Of the given thread ids, those that hold no checkpoint (one primary-key probe each): the ids a
--- lifecycle call names in its report (Report.missing). A thread exists while it holds a checkpoint.
+-- Of the given thread ids, those that hold no checkpoint (an index-only probe of the primary key
+-- each, for short lists): the ids a lifecycle call names in its report (Report.missing). A thread
+-- exists while it holds a checkpoint.
 SELECT t.thread_id
 FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
 WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)
