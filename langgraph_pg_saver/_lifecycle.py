@@ -126,6 +126,15 @@ def _locked(q: Queries, ids: list[str], *statements: Stmt) -> tuple[Stmt, ...]:
     return (Stmt(q["lock_threads"], {"thread_ids": ids}), *statements)
 
 
+def missing_threads(q: Queries, ids: list[str]) -> Steps:
+    """Of ``ids``, those that hold no checkpoint, sorted (one statement): what a report names in
+    ``missing``. A thread exists while it holds a checkpoint."""
+    if not ids:
+        return []
+    rows = yield Step((Stmt(q["missing_threads"], {"thread_ids": ids}),))
+    return sorted(r[0] for r in rows)
+
+
 def _batch_size(batch: int) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InvalidInputError(f"batch size must be a positive int, not {batch!r}")
@@ -216,6 +225,8 @@ def delete_threads(
     rows = yield Step(_locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
     report = _counts(rows[0])
     report.batches = 1
+    # the threads deleted, under their locks: every other id held no checkpoint
+    report.missing = sorted(set(ids) - set(rows[0][5] or ()))
     return report
 
 
@@ -273,16 +284,26 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
         raise InvalidInputError(
             f"unknown prune strategy {strategy!r}; use one of {list(PRUNE_STRATEGIES)}"
         )
+    # an id that matches no thread is no error (LangGraph's contract): the report names it
     if strategy == "delete":
-        return (
-            yield from delete_threads(
-                q,
-                ids,
-                dry_run=options.get("dry_run", False),
-                lock_timeout=options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT),
-            )
+        dry_run = options.get("dry_run", False)
+        # a real run finds them in its own locked statement (the threads it did not delete)
+        missing = (yield from missing_threads(q, ids)) if dry_run else None
+        report = yield from delete_threads(
+            q,
+            ids,
+            dry_run=dry_run,
+            lock_timeout=options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT),
         )
-    return (yield from _keep_last(q, ids, 1, **options))
+        if missing is not None:
+            report.missing = missing
+        return report
+    _batch_size(options.get("batch", DEFAULT_BATCH))  # checked before anything runs
+    missing = yield from missing_threads(q, ids)
+    known = sorted(set(ids) - set(missing))
+    report = yield from _keep_last(q, known, 1, **options)
+    report.missing = missing
+    return report
 
 
 # --------------------------------------------------------------------------- copy and delete_for_runs
@@ -303,6 +324,9 @@ def copy_thread(
     if src == dst:
         raise InvalidInputError(f"copy_thread: source and target are the same thread {src!r}")
     params = {"source": src, "target": dst}
+    # first whether the source holds a checkpoint: a missing one copies nothing and, with
+    # overwrite, leaves the target as it is
+    exists: tuple[Stmt, ...] = (Stmt(q["missing_threads"], {"thread_ids": [src]}),)
     statements: tuple[Stmt, ...] = (Stmt(q["copy_thread"], params),)
     if overwrite:
         statements = (
@@ -311,6 +335,12 @@ def copy_thread(
         )
     crypt = None if serde is None else _core.sealer(serde)
     counts: list[tuple[Any, ...]] = []
+
+    def checked(rows: Rows) -> Step | None:
+        counts.clear()  # a rerun after a transient error starts again here
+        if rows:  # the source is missing
+            return None
+        return Step(statements, then=copied)
 
     def copied(rows: Rows) -> Step | None:
         counts[:] = rows
@@ -324,7 +354,9 @@ def copy_thread(
         return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
 
     # the target is locked: concurrent copies into it, or puts to it, wait for this one
-    yield Step(_locked(q, [dst], *statements), DEFAULT_LOCK_TIMEOUT, then=copied)
+    yield Step(_locked(q, [dst], *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    if not counts:
+        return Report(missing=[src])
     free, checkpoints, writes, blobs = counts[0]
     if not free:
         raise ThreadNotEmptyError(dst)
@@ -434,25 +466,38 @@ def reencrypt(
     thread_id: str | None = None,
     batch: int = DEFAULT_BATCH,
     full: bool = False,
+    dry_run: bool = False,
     progress: Callable[[Report], None] | None = None,
 ) -> Steps:
     """Seal every stored value not sealed with the current key again (rotation), and plaintext
     ones for the first time (strict=False), ``batch`` rows per transaction, in primary-key order;
     ``full``: every value, also those under the current key (after plaintext_metadata grew).
     Rows are locked while their batch runs; an interrupted run is resumed by running it again
-    (what is done is found done)."""
+    (what is done is found done). ``dry_run``: count what would be sealed again, in one statement
+    that locks nothing. A ``thread_id`` that holds no checkpoint is named in ``missing``."""
     batch = _batch_size(batch)
     thread = None if thread_id is None else _core.thread_id_param(thread_id)
-    total = Report()
-    if not isinstance(full, bool):
-        raise InvalidInputError(f"full must be a bool, not {full!r}")
-    base = {
+    total = Report(dry_run=dry_run)
+    for name, flag in (("full", full), ("dry_run", dry_run)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{name} must be a bool, not {flag!r}")
+    if thread is not None:
+        total.missing = yield from missing_threads(q, [thread])
+        if total.missing:
+            return total
+    due = {
         "full": full,
         "thread_id": thread,
-        "limit": batch,
         "header": crypt.keyring.header(),
         "plaintext": sorted(crypt.plaintext_metadata),
     }
+    if dry_run:
+        rows = yield Step((Stmt(q["reencrypt_plan"], due),))
+        threads, checkpoints, writes, blobs = rows[0]
+        total.threads, total.checkpoints = int(threads), int(checkpoints)
+        total.writes, total.blobs = int(writes), int(blobs)
+        return total
+    base = {**due, "limit": batch}
     previous: str | None = None
     # per table: its batch query, and the row columns of its primary key (after thread, namespace)
     tables = (
@@ -534,6 +579,10 @@ def retention(
     total = Report(dry_run=dry_run, last_thread_id=start_after or None)
     after = _core.thread_id_param(start_after)
     chosen = None if thread_ids is None else [t for t in thread_ids_param(thread_ids) if t > after]
+    if chosen:
+        # the given ids that hold no checkpoint, as the job starts: named, and left alone
+        total.missing = yield from missing_threads(q, chosen)
+        chosen = sorted(set(chosen) - set(total.missing))
     while True:
         if chosen is None:
             rows = yield Step((Stmt(q["threads_after"], {"after": after, "limit": thread_batch}),))

@@ -108,6 +108,16 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
 
 
+def missing_ok_option(others: str) -> Callable[[F], F]:
+    return click.option(
+        "--missing-ok",
+        is_flag=True,
+        help="A given thread id that has no checkpoints is named in a warning and the command "
+        f"goes on to {others}; without it, such an id fails the command (exit 1) and nothing "
+        "changes.",
+    )
+
+
 def keys_options(f: F) -> F:
     """The KeyringSerializer of the commands that decode or reseal values."""
     f = click.option(
@@ -942,6 +952,7 @@ def _state_values(
 @click.option("--start-after", default="", help="Resume after this thread id.")
 @click.option("--dry-run", is_flag=True, help="Report what would go; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@missing_ok_option("prune the others")
 @json_option
 @pass_ctx
 def prune(
@@ -955,10 +966,13 @@ def prune(
     start_after: str,
     dry_run: bool,
     yes: bool,
+    missing_ok: bool,
     as_json: bool,
 ) -> None:
     """Bound growth: keep the newest N checkpoints (DeltaChannel ancestry kept) and/or delete
-    idle threads, in short batches. Interrupted, it prints how to resume; rerunning continues."""
+    idle threads, in short batches. Interrupted, it prints how to resume; rerunning continues.
+    A --thread that has no checkpoints fails the command (exit 1) before anything is removed,
+    unless --missing-ok."""
     if strategy == "keep_latest":
         if keep_last not in (None, 1):
             raise click.UsageError("--strategy keep_latest is --keep-last 1")
@@ -993,19 +1007,27 @@ def prune(
                     progress=progress,
                 )
 
-        if dry_run:
-            report = run(True, None)
-            _print_report(report, as_json, "would remove")
+        asks = _asks(yes)
+        # with --thread, always: an unknown id is refused before anything is removed
+        plan = run(True, None) if dry_run or asks or thread_ids else None
+        if plan is not None and dry_run:
+            _print_report(plan, as_json, "would remove")
+            _name_missing(plan, missing_ok, _WOULD_REFUSE)
             return
+        if plan is not None and plan.missing and not missing_ok:
+            _refuse(plan, as_json, _NOTHING_DELETED.format("removed"))
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
-        if interactive and not yes:
-            plan = run(True, None)
-            _print_report(plan, False, "would remove", err=True)
+        if plan is not None and asks:
+            _show_plan(plan, "would remove")
             if not plan.checkpoints and not plan.threads:
                 click.echo("nothing to remove", err=True)
                 return
             click.confirm("Remove these?", abort=True, err=True)
-        total = _total_threads(c, list(thread_ids), start_after) if interactive else None
+        # the bar counts the threads the job walks: not the ids skipped as unknown
+        known = [t for t in thread_ids if plan is None or t not in plan.missing]
+        total = (
+            _total_threads(c, known if thread_ids else None, start_after) if interactive else None
+        )
         done = _Progress(interactive, total, thread_batch)
         try:
             report = run(False, done.update)
@@ -1021,11 +1043,12 @@ def prune(
             sys.exit(130)
         done.close()
         _print_report(report, as_json, "removed")
+        _name_missing(report, missing_ok, "")
 
 
-def _total_threads(c: Ctx, thread_ids: list[str], start_after: str) -> int:
-    """The threads a prune will walk: the progress bar's total."""
-    if thread_ids:
+def _total_threads(c: Ctx, thread_ids: list[str] | None, start_after: str) -> int:
+    """The threads a prune will walk (of ``thread_ids``, or of all): the progress bar's total."""
+    if thread_ids is not None:
         return len([t for t in set(thread_ids) if t > start_after])
     q = queries_for(c.schema)
     with c.connect() as conn:
@@ -1140,13 +1163,76 @@ def _print_report(report: Report, as_json: bool, verb: str, *, err: bool = False
     )
 
 
+# --------------------------------------------------------------------------- destructive commands
+# Each shows its plan (a dry run's counts) and asks on a terminal (stdin) unless --yes, and has
+# --dry-run. A thread id that has no checkpoints is named on stderr and fails the command (exit 1)
+# before anything changes, unless --missing-ok (delete-thread, prune --thread): then the threads
+# that exist are processed and the unknown ids named in a warning. --json output is the report
+# (the plan's, with "dry_run": true, when nothing was done), "missing" included.
+
+#: what a dry run adds after naming an unknown id (without --missing-ok, the run would refuse)
+_WOULD_REFUSE = ": the command would change nothing (or pass --missing-ok)"
+
+
+def _asks(yes: bool) -> bool:
+    """Whether a destructive command asks before it acts: stdin is a terminal, and no --yes."""
+    return not yes and sys.stdin.isatty()
+
+
+def _no_checkpoints(ids: Sequence[str]) -> str:
+    names = ", ".join(repr(t) for t in ids)
+    return (
+        f"thread {names} has no checkpoints"
+        if len(ids) == 1
+        else f"threads {names} have no checkpoints"
+    )
+
+
+def _name_missing(report: Report, missing_ok: bool, consequence: str) -> None:
+    """Name on stderr the thread ids of ``report.missing``: a warning with ``missing_ok``, else
+    an error (exit 1) followed by ``consequence``."""
+    if not report.missing:
+        return
+    if missing_ok:
+        click.echo(f"warning: {_no_checkpoints(report.missing)} (skipped)", err=True)
+        return
+    click.echo(f"error: {_no_checkpoints(report.missing)}{consequence}", err=True)
+    sys.exit(1)
+
+
+def _refuse(plan: Report, as_json: bool, consequence: str) -> NoReturn:
+    """Unknown ids, refused before anything changed: the plan (with --json), the ids named on
+    stderr, exit 1."""
+    if as_json:
+        emit_json(plan.as_dict())
+    click.echo(f"error: {_no_checkpoints(plan.missing)}{consequence}", err=True)
+    sys.exit(1)
+
+
+#: what a refusal says where --missing-ok would go on
+_NOTHING_DELETED = ": nothing was {} (pass --missing-ok to go on with the others)"
+
+
+def _show_plan(plan: Report, verb: str) -> None:
+    """The plan on stderr, before the question."""
+    _print_report(plan, False, verb, err=True)
+    if plan.missing:
+        click.echo(f"  {_no_checkpoints(plan.missing)}: skipped", err=True)
+
+
 # --------------------------------------------------------------------------- copy, delete
 
 
 @main_group.command("copy-thread")
 @click.argument("source")
 @click.argument("target")
-@click.option("--overwrite", is_flag=True, help="Replace the target's checkpoints.")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace the target's checkpoints (asks on a terminal)."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Show what would be copied (and replaced); change nothing."
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @json_option
 @keys_options
 @pass_ctx
@@ -1155,22 +1241,38 @@ def copy_thread(
     source: str,
     target: str,
     overwrite: bool,
+    dry_run: bool,
+    yes: bool,
     as_json: bool,
     keys_file: str | None,
     current: str | None,
     no_strict: bool,
 ) -> None:
-    """Copy a thread (every namespace, ids kept) into TARGET."""
+    """Copy a thread (every namespace, ids kept) into TARGET. A SOURCE that has no checkpoints
+    fails the command (exit 1), changing nothing."""
     c.serde = load_serde(keys_file, current, no_strict)
+    occupied = f"thread {target!r} already has checkpoints: pass --overwrite to replace them"
     with c.saver() as saver:
+        # the plan: what the copy takes from SOURCE, and what --overwrite deletes of TARGET
+        plan = saver.prune([source], strategy="delete", dry_run=True)
+        replaced = saver.prune([target], strategy="delete", dry_run=True)
+        replaced.missing = []  # an empty target is what a copy wants
+        if plan.missing:
+            if as_json:
+                emit_json({**plan.as_dict(), "replaced": replaced.as_dict()})
+            _refuse(plan, False, ": nothing was copied")
+        if replaced.checkpoints and not overwrite:
+            raise Failure(occupied)
+        if dry_run:
+            _print_copy(source, target, plan, replaced, as_json, err=False)
+            return
+        if replaced.checkpoints and _asks(yes):
+            _print_copy(source, target, plan, replaced, False, err=True)
+            click.confirm(f"Replace thread {target!r}?", abort=True, err=True)
         try:
             report = saver.copy_thread(source, target, overwrite=overwrite)
         except ThreadNotEmptyError:
-            raise Failure(
-                f"thread {target!r} already has checkpoints: pass --overwrite to replace them"
-            ) from None
-    if not report.checkpoints:
-        raise Failure(f"thread {source!r} has no checkpoints: nothing was copied")
+            raise Failure(occupied) from None
     if as_json:
         emit_json(report.as_dict())
     else:
@@ -1178,22 +1280,55 @@ def copy_thread(
             f"copied {source!r} to {target!r}: {report.checkpoints:,} checkpoints, "
             f"{report.writes:,} writes, {report.blobs:,} blobs"
         )
+    # the source went between the plan and the copy
+    _name_missing(report, False, ": nothing was copied")
+
+
+def _print_copy(
+    source: str, target: str, plan: Report, replaced: Report, as_json: bool, *, err: bool
+) -> None:
+    if as_json:
+        emit_json({**plan.as_dict(), "replaced": replaced.as_dict()})
+        return
+    if replaced.checkpoints:
+        _print_report(replaced, False, f"would replace {target!r}: delete", err=err)
+    click.echo(
+        f"would copy {source!r} to {target!r}: {plan.checkpoints:,} checkpoints, "
+        f"{plan.writes:,} writes, {plan.blobs:,} blobs",
+        err=err,
+    )
 
 
 @main_group.command("delete-thread")
 @click.argument("thread_ids", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@missing_ok_option("delete the others")
 @json_option
 @pass_ctx
-def delete_thread(c: Ctx, thread_ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Delete threads whole."""
+def delete_thread(
+    c: Ctx, thread_ids: tuple[str, ...], dry_run: bool, yes: bool, missing_ok: bool, as_json: bool
+) -> None:
+    """Delete threads whole. An id that has no checkpoints fails the command (exit 1) and
+    nothing is deleted, unless --missing-ok."""
+    ids = list(thread_ids)
     with c.saver() as saver:
-        if sys.stdin.isatty() and not yes:
-            plan = saver.prune(list(thread_ids), strategy="delete", dry_run=True)
-            _print_report(plan, False, "would remove", err=True)
+        plan = saver.prune(ids, strategy="delete", dry_run=True)
+        if dry_run:
+            _print_report(plan, as_json, "would delete")
+            _name_missing(plan, missing_ok, _WOULD_REFUSE)
+            return
+        if plan.missing and not missing_ok:
+            _refuse(plan, as_json, _NOTHING_DELETED.format("deleted"))
+        if _asks(yes):
+            _show_plan(plan, "would delete")
+            if not plan.threads:
+                click.echo("nothing to delete", err=True)
+                return
             click.confirm("Delete these threads?", abort=True, err=True)
-        report = saver.prune(list(thread_ids), strategy="delete")
+        report = saver.prune(ids, strategy="delete")
     _print_report(report, as_json, "deleted")
+    _name_missing(report, missing_ok, "")
 
 
 @main_group.command("delete-runs")
@@ -1346,6 +1481,8 @@ def _verify_import(
 @click.option("--thread", "thread_id", help="Only this thread.")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
 @click.option("--full", is_flag=True, help="Seal everything again (plaintext_metadata changed).")
+@click.option("--dry-run", is_flag=True, help="Count what would be sealed again; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @keys_options
 @json_option
 @pass_ctx
@@ -1354,17 +1491,33 @@ def reencrypt(
     thread_id: str | None,
     batch_size: int,
     full: bool,
+    dry_run: bool,
+    yes: bool,
     keys_file: str | None,
     current: str | None,
     no_strict: bool,
     as_json: bool,
 ) -> None:
-    """Seal every stored value with the current key (rotation; --no-strict: encrypt plaintext)."""
+    """Seal every stored value with the current key (rotation; --no-strict: encrypt plaintext).
+    A --thread that has no checkpoints fails the command (exit 1), changing nothing."""
     c.serde = load_serde(keys_file, current, no_strict)
     if c.serde is None:
         raise click.UsageError("reencrypt needs keys: --keys-file or $LANGGRAPH_PG_KEYS")
     progress = _Progress(False, None, 1, "reencrypt", "sealed again")
     with c.saver() as saver:
+        if dry_run or _asks(yes):
+            plan = saver.reencrypt(thread_id, full=full, dry_run=True)
+            if dry_run:
+                _print_report(plan, as_json, "would seal again")
+                _name_missing(plan, False, ": nothing would be sealed again")
+                return
+            if plan.missing:
+                _refuse(plan, as_json, ": nothing was sealed again")
+            _show_plan(plan, "would seal again")
+            if not (plan.checkpoints or plan.writes or plan.blobs):
+                click.echo("nothing to seal again", err=True)
+                return
+            click.confirm("Seal these again?", abort=True, err=True)
         try:
             report = saver.reencrypt(
                 thread_id, batch=batch_size, full=full, progress=progress.update
@@ -1373,6 +1526,7 @@ def reencrypt(
             click.echo("interrupted: run the same command again to go on", err=True)
             sys.exit(130)
     _print_report(report, as_json, "sealed again")
+    _name_missing(report, False, ": nothing was sealed again")
 
 
 # --------------------------------------------------------------------------- entry point

@@ -356,7 +356,12 @@ class PostgresSaver(SaverBase):
         self._driver.execute(query, built.params, upsert=upsert)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces."""
+        """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.
+
+        Returns None, as LangGraph's ``delete_thread`` does: an unknown ``thread_id`` is a silent
+        no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
+        returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
+        """
         tid = _core.thread_id_param(thread_id)
         self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
 
@@ -383,7 +388,8 @@ class PostgresSaver(SaverBase):
         writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
 
         Runs in bounded batches, one short transaction each; returns what was removed (with
-        ``dry_run``, what would be, removing nothing). See :meth:`retention` for keeping the last
+        ``dry_run``, what would be, removing nothing). An id that holds no checkpoint is no error:
+        the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
         N and deleting idle threads.
         """
         report: Report = self._driver.drive(
@@ -397,8 +403,9 @@ class PostgresSaver(SaverBase):
         """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
 
         A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
-        unless ``overwrite=True``, which replaces it in the same transaction. A missing source copies
-        nothing. Returns what was copied.
+        unless ``overwrite=True``, which replaces it in the same transaction. A source that holds no
+        checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
+        not), and the report names the source in ``missing``. Returns what was copied.
         """
         report: Report = self._driver.drive(
             _lifecycle.copy_thread(
@@ -413,6 +420,7 @@ class PostgresSaver(SaverBase):
         *,
         batch: int = _lifecycle.DEFAULT_BATCH,
         full: bool = False,
+        dry_run: bool = False,
         progress: Callable[[Report], None] | None = None,
     ) -> Report:
         """Seal every stored value of ``thread_id`` (or of every thread) again with the
@@ -426,6 +434,8 @@ class PostgresSaver(SaverBase):
         added to ``plaintext_metadata``, so that older checkpoints get it in clear too (filters on
         it in SQL miss them until then). Run it once every process writes with the new key. Returns what was sealed again (checkpoints, writes, blobs, threads whose
         checkpoints changed). A value that fails to open stops it with the error naming the value.
+        ``dry_run`` counts what would be sealed again and changes nothing. A ``thread_id`` that
+        holds no checkpoint is no error: nothing is done and the report names it in ``missing``.
         """
         crypt = _core.sealer(self.serde)
         if crypt is None:
@@ -435,7 +445,13 @@ class PostgresSaver(SaverBase):
             )
         report: Report = self._driver.drive(
             _lifecycle.reencrypt(
-                self._q, crypt, thread_id=thread_id, batch=batch, full=full, progress=progress
+                self._q,
+                crypt,
+                thread_id=thread_id,
+                batch=batch,
+                full=full,
+                dry_run=dry_run,
+                progress=progress,
             )
         )
         return report
@@ -504,7 +520,9 @@ class PostgresSaver(SaverBase):
         Works through threads in id order (all, or ``thread_ids``), ``thread_batch`` at a time, deleting
         at most ``batch`` checkpoints per short transaction with ``lock_timeout`` seconds to get its
         locks. ``dry_run`` reports what would go (threads, checkpoints, writes, blobs, bytes) and deletes
-        nothing. An interrupted run resumes with ``start_after=report.last_thread_id``.
+        nothing. An interrupted run resumes with ``start_after=report.last_thread_id``. Of the
+        ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
+        starts are no error: they are left alone and named in the report's ``missing``.
         """
         report: Report = self._driver.drive(
             _lifecycle.retention(

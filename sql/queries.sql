@@ -953,6 +953,15 @@ SELECT (SELECT count(DISTINCT thread_id) FROM gone),
        coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
            + coalesce((SELECT sum(size) FROM gone_blobs), 0)
 
+-- name: missing_threads
+-- Of the given thread ids, those that hold no checkpoint (an index-only probe of the primary key
+-- each, for short lists): the ids a lifecycle call names in its report (Report.missing). A thread
+-- exists while it holds a checkpoint.
+SELECT t.thread_id
+FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
+WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)
+ORDER BY 1
+
 -- name: threads_size
 -- Dry run of delete_threads.
 SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE thread_id = ANY (%(thread_ids)b::text[])),
@@ -1157,16 +1166,49 @@ SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE c.thread_id = %(target)s
 
+-- name: _reencrypt_blob_due
+-- Expects b (a pgsaver_blobs row): of %(thread_id)s (NULL: any thread), a value not sealed with
+-- the current key (%(header)b starts each of its ciphertexts), or any value with %(full)s.
+(%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
+AND b.type <> 'empty'
+AND (%(full)s OR b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
+
+-- name: _reencrypt_write_due
+-- Expects w (a pgsaver_writes row): _reencrypt_blob_due for a pending write.
+(%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
+AND (%(full)s OR w.type NOT LIKE '%%+aead' OR substring(w.blob FOR octet_length(%(header)b)) <> %(header)b)
+
+-- name: _reencrypt_checkpoint_due
+-- Expects c (a pgsaver_checkpoints row): _reencrypt_blob_due for a checkpoint: its body, its sealed
+-- metadata (missing: a row written before the KeyringSerializer), and metadata in clear with keys
+-- outside plaintext_metadata.
+(%(thread_id)s::text IS NULL OR c.thread_id = %(thread_id)s)
+AND (%(full)s
+     OR c.type NOT LIKE '%%+aead'
+     OR substring(c.checkpoint FOR octet_length(%(header)b)) <> %(header)b
+     OR c.metadata_exact IS NULL
+     OR substring(c.metadata_exact FROM position('\x0a'::bytea IN c.metadata_exact) + 1
+                  FOR octet_length(%(header)b)) <> %(header)b
+     OR (jsonb_typeof(c.metadata) = 'object'
+         AND EXISTS (SELECT 1 FROM jsonb_object_keys(c.metadata) AS k
+                     WHERE NOT k = ANY (%(plaintext)b::text[]))))
+
+-- name: reencrypt_plan
+-- Dry run of reencrypt: how many threads (those with a checkpoint to seal again), checkpoints,
+-- writes and blobs the reencrypt_* batches would seal again. Counts only: nothing is locked.
+SELECT (SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS c WHERE {_reencrypt_checkpoint_due}),
+       (SELECT count(*) FROM {schema}.pgsaver_checkpoints AS c WHERE {_reencrypt_checkpoint_due}),
+       (SELECT count(*) FROM {schema}.pgsaver_writes AS w WHERE {_reencrypt_write_due}),
+       (SELECT count(*) FROM {schema}.pgsaver_blobs AS b WHERE {_reencrypt_blob_due})
+
 -- name: reencrypt_blobs
 -- One batch of reencrypt: the next blobs (after the key given, in primary-key order) not sealed
 -- with the current key (%(header)b starts each of its ciphertexts), or all with %(full)s, locked
 -- until the batch commits (NO KEY UPDATE: a put's parent check still goes through).
 SELECT {_reseal_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
-WHERE (%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
+WHERE {_reencrypt_blob_due}
   AND (%(first)s OR (b.thread_id, b.checkpoint_ns, b.channel, b.version) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s))
-  AND b.type <> 'empty'
-  AND (%(full)s OR b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
 ORDER BY b.thread_id, b.checkpoint_ns, b.channel, b.version
 LIMIT %(limit)s
 FOR NO KEY UPDATE
@@ -1175,10 +1217,9 @@ FOR NO KEY UPDATE
 -- reencrypt_blobs for pending writes.
 SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
-WHERE (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
+WHERE {_reencrypt_write_due}
   AND (%(first)s OR (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
                     > (%(k1)s, %(k2)s, %(k3)s, %(k4)s, %(k5)s::integer))
-  AND (%(full)s OR w.type NOT LIKE '%%+aead' OR substring(w.blob FOR octet_length(%(header)b)) <> %(header)b)
 ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
 LIMIT %(limit)s
 FOR NO KEY UPDATE
@@ -1188,17 +1229,8 @@ FOR NO KEY UPDATE
 -- the KeyringSerializer), and metadata in clear with keys outside plaintext_metadata.
 SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c
-WHERE (%(thread_id)s::text IS NULL OR c.thread_id = %(thread_id)s)
+WHERE {_reencrypt_checkpoint_due}
   AND (%(first)s OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id) > (%(k1)s, %(k2)s, %(k3)s))
-  AND (%(full)s
-       OR c.type NOT LIKE '%%+aead'
-       OR substring(c.checkpoint FOR octet_length(%(header)b)) <> %(header)b
-       OR c.metadata_exact IS NULL
-       OR substring(c.metadata_exact FROM position('\x0a'::bytea IN c.metadata_exact) + 1
-                    FOR octet_length(%(header)b)) <> %(header)b
-       OR (jsonb_typeof(c.metadata) = 'object'
-           AND EXISTS (SELECT 1 FROM jsonb_object_keys(c.metadata) AS k
-                       WHERE NOT k = ANY (%(plaintext)b::text[]))))
 ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
 LIMIT %(limit)s
 FOR NO KEY UPDATE

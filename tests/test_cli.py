@@ -434,6 +434,179 @@ def test_copy_delete_thread_and_delete_runs_print_what_they_did(filled: str) -> 
     assert runs["threads"] == 1
 
 
+# --------------------------------------------------------------------------- unknown ids, plans, questions
+
+
+def rows_of(dsn: str) -> dict[str, list[Any]]:
+    """Every row of the saver's tables, whole (any change shows), sorted."""
+    with psycopg.connect(dsn) as conn:
+        return {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)  # fixed names
+            for t in ("pgsaver_checkpoints", "pgsaver_writes", "pgsaver_blobs")
+        }
+
+
+def checkpoints_of(dsn: str, thread: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pgsaver_checkpoints WHERE thread_id = %s", (thread,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+REFUSED = "{}: nothing was {} (pass --missing-ok to go on with the others)\n"
+
+
+def test_unknown_thread_ids_fail_the_command_naming_them_and_change_nothing(filled: str) -> None:
+    before = rows_of(filled)
+    one = "error: thread 'no-such-thread' has no checkpoints"
+    for args, done in (
+        (["delete-thread", "no-such-thread"], "deleted"),
+        (["delete-thread", "t-001", "no-such-thread"], "deleted"),  # the known one stays too
+        (["prune", "--keep-last", "1", "--thread", "no-such-thread"], "removed"),
+        (
+            ["prune", "--keep-last", "1", "--thread", "t-002", "--thread", "no-such-thread"],
+            "removed",
+        ),
+        (
+            ["prune", "--strategy", "delete", "--thread", "t-002", "--thread", "no-such-thread"],
+            "removed",
+        ),
+        (["prune", "--idle-for", "1s", "--thread", "no-such-thread"], "removed"),
+    ):
+        failed = cli(*args, dsn=filled, check=1)
+        assert failed.stderr == REFUSED.format(one, done), args
+        assert failed.stdout == ""
+        assert rows_of(filled) == before, args
+        # --json: the plan (nothing was done), naming the ids
+        report = json.loads(cli(*args, "--json", dsn=filled, check=1).stdout)
+        assert report["missing"] == ["no-such-thread"], args
+        assert report["dry_run"] is True
+        assert rows_of(filled) == before, args
+    # several unknown ids are named together, sorted
+    both = cli("delete-thread", "nope-b", "t-003", "nope-a", dsn=filled, check=1)
+    assert both.stderr.startswith("error: threads 'nope-a', 'nope-b' have no checkpoints: ")
+    # a dry run says the same, and exits 1 as the run would
+    dry = cli(
+        "prune", "--keep-last", "1", "--thread", "nope", "--dry-run", "--json", dsn=filled, check=1
+    )
+    assert json.loads(dry.stdout)["missing"] == ["nope"]
+    assert "error: thread 'nope' has no checkpoints: the command would change nothing" in dry.stderr
+    # copy-thread: a missing source copies nothing, into an empty or (--overwrite) a used target
+    for args in (["nope", "t-new"], ["nope", "t-004", "--overwrite", "--yes"]):
+        failed = cli("copy-thread", *args, dsn=filled, check=1)
+        assert failed.stderr == "error: thread 'nope' has no checkpoints: nothing was copied\n"
+        report = json.loads(cli("copy-thread", *args, "--json", dsn=filled, check=1).stdout)
+        assert report["missing"] == ["nope"]
+        assert report["checkpoints"] == 0
+    assert rows_of(filled) == before
+
+
+def test_missing_ok_goes_on_with_the_known_threads_and_names_the_others(filled: str) -> None:
+    n = checkpoints_of(filled, "t-001")
+    done = cli("delete-thread", "t-001", "nope", "--missing-ok", "--json", dsn=filled)
+    assert done.stderr == "warning: thread 'nope' has no checkpoints (skipped)\n"
+    report = json.loads(done.stdout)
+    assert (report["threads"], report["checkpoints"], report["missing"]) == (1, n, ["nope"])
+    assert checkpoints_of(filled, "t-001") == 0
+    n = checkpoints_of(filled, "t-002")
+    pruned = cli_json(
+        "prune",
+        "--keep-last",
+        "1",
+        "--thread",
+        "t-002",
+        "--thread",
+        "nope",
+        "--missing-ok",
+        dsn=filled,
+    )
+    assert pruned["missing"] == ["nope"]
+    assert pruned["checkpoints"] == n - 1
+    # a dry run with --missing-ok exits 0 too
+    plan = cli_json("delete-thread", "t-003", "nope", "--dry-run", "--missing-ok", dsn=filled)
+    assert (plan["threads"], plan["missing"], plan["dry_run"]) == (1, ["nope"], True)
+
+
+def test_dry_runs_change_nothing_and_count_what_the_run_does(filled: str) -> None:
+    before = rows_of(filled)
+    plan = cli_json("delete-thread", "t-001", "t-002", "--dry-run", dsn=filled)
+    assert rows_of(filled) == before
+    assert (plan["threads"], plan["dry_run"], plan["missing"]) == (2, True, [])
+    text = cli("delete-thread", "t-001", "--dry-run", dsn=filled).stdout
+    assert text.startswith("would delete 12 checkpoints, ")
+    pruned = cli_json("prune", "--keep-last", "1", "--thread", "t-003", "--dry-run", dsn=filled)
+    assert pruned["checkpoints"] == 11
+    assert rows_of(filled) == before
+    # copy-thread --overwrite --dry-run: what would be replaced and copied
+    with PostgresSaver.from_conn_string(filled, max_size=1) as saver:
+        two_nodes().compile(checkpointer=saver).invoke(
+            {"foo": "x", "bar": []}, {"configurable": {"thread_id": "short"}}
+        )
+    before = rows_of(filled)
+    copy = cli_json("copy-thread", "t-004", "short", "--overwrite", "--dry-run", dsn=filled)
+    assert (copy["checkpoints"], copy["dry_run"], copy["missing"]) == (12, True, [])
+    assert copy["replaced"]["checkpoints"] == 4
+    text = cli("copy-thread", "t-004", "short", "--overwrite", "--dry-run", dsn=filled).stdout
+    assert text.splitlines()[0].startswith("would replace 'short': delete 4 checkpoints, ")
+    assert text.splitlines()[1].startswith("would copy 't-004' to 'short': 12 checkpoints, ")
+    assert rows_of(filled) == before
+    # without --overwrite, the plan refuses as the copy would
+    used = cli("copy-thread", "t-004", "short", "--dry-run", dsn=filled, check=1)
+    assert "'short' already has checkpoints: pass --overwrite" in used.stderr
+    assert rows_of(filled) == before
+    # the runs do what the plans said
+    done = cli_json("copy-thread", "t-004", "short", "--overwrite", dsn=filled)  # no terminal
+    assert (done["checkpoints"], done["writes"], done["blobs"]) == (
+        copy["checkpoints"],
+        copy["writes"],
+        copy["blobs"],
+    )
+    assert checkpoints_of(filled, "short") == 12
+    deleted = cli_json("delete-thread", "t-001", "t-002", dsn=filled)
+    for key in ("threads", "checkpoints", "writes", "blobs"):
+        assert deleted[key] == plan[key], key
+
+
+def test_on_a_terminal_destructive_commands_show_their_plan_and_ask(filled: str) -> None:
+    before = rows_of(filled)
+    code, out = _pty_run(["delete-thread", "t-001"], filled, "n")
+    assert code == 1, out
+    assert "would delete 12 checkpoints" in out
+    assert "Delete these threads? [y/N]" in out
+    assert rows_of(filled) == before
+    code, out = _pty_run(["copy-thread", "t-002", "t-003", "--overwrite"], filled, "n")
+    assert code == 1, out
+    assert "would replace 't-003': delete 12 checkpoints" in out
+    assert "would copy 't-002' to 't-003': 12 checkpoints" in out
+    assert "Replace thread 't-003'? [y/N]" in out
+    assert rows_of(filled) == before
+    # an unknown id is refused before any question
+    code, out = _pty_run(["delete-thread", "t-001", "nope"], filled, "y")
+    assert code == 1, out
+    assert "[y/N]" not in out
+    assert "thread 'nope' has no checkpoints" in out
+    assert rows_of(filled) == before
+    # 'y' does it
+    code, out = _pty_run(["delete-thread", "t-001", "nope", "--missing-ok"], filled, "y")
+    assert code == 0, out
+    assert "thread 'nope' has no checkpoints: skipped" in out
+    assert "deleted 12 checkpoints" in out
+    assert checkpoints_of(filled, "t-001") == 0
+    code, out = _pty_run(["copy-thread", "t-002", "t-003", "--overwrite"], filled, "y")
+    assert code == 0, out
+    assert "copied 't-002' to 't-003': 12 checkpoints" in out
+    # a copy that replaces nothing asks nothing; --yes asks nothing
+    code, out = _pty_run(["copy-thread", "t-002", "t-fresh"], filled, None)
+    assert code == 0, out
+    assert "[y/N]" not in out
+    code, out = _pty_run(["delete-thread", "t-fresh", "--yes"], filled, None)
+    assert code == 0, out
+    assert "[y/N]" not in out
+    assert checkpoints_of(filled, "t-fresh") == 0
+
+
 # --------------------------------------------------------------------------- reencrypt
 
 
@@ -451,8 +624,20 @@ def test_reencrypt_and_show_with_keys_from_a_file_or_the_environment(
             {"k2": k2.hex(), "k1": "base64:" + "MTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTE="}
         )
     )
+    before = rows_of(db_dsn)
+    plan = cli_json("reencrypt", "--keys-file", str(keys), "--dry-run", dsn=db_dsn)
+    assert (plan["checkpoints"], plan["dry_run"]) == (4, True)
+    unknown = cli("reencrypt", "--keys-file", str(keys), "--thread", "nope", dsn=db_dsn, check=1)
+    assert unknown.stderr == "error: thread 'nope' has no checkpoints: nothing was sealed again\n"
+    code, out = _pty_run(["reencrypt", "--keys-file", str(keys)], db_dsn, "n")
+    assert code == 1, out
+    assert "would seal again 4 checkpoints" in out
+    assert "Seal these again? [y/N]" in out
+    assert rows_of(db_dsn) == before  # the dry run, the unknown thread and the 'n' changed nothing
     report = cli_json("reencrypt", "--keys-file", str(keys), dsn=db_dsn)
     assert report["checkpoints"] == 4
+    for key in ("threads", "checkpoints", "writes", "blobs"):
+        assert report[key] == plan[key], key
     only_k2 = json.dumps({"k2": k2.hex()})
     shown = cli_json("show", "s", dsn=db_dsn, env={"LANGGRAPH_PG_KEYS": only_k2})
     assert shown["values"] == {"foo": "b", "bar": ["secret", "a", "b"]}

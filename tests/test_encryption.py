@@ -3,6 +3,7 @@ KeyringSerializer seals every value bound to its place, rotates keys, protects m
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Callable
@@ -169,6 +170,11 @@ async def test_async_keyring_serializer_round_trips_and_seals(db_dsn: str) -> No
         assert len(found) == 4
         report = await saver.areencrypt()
         assert report.checkpoints == report.writes == report.blobs == 0
+        plan = await saver.areencrypt(full=True, dry_run=True)
+        done = await saver.areencrypt(full=True)
+        assert plan == dataclasses.replace(done, dry_run=True, batches=0, last_thread_id=None)
+        assert plan.checkpoints == 4
+        assert await saver.areencrypt("nope") == Report(missing=["nope"])
     raw = raw_bytes(db_dsn)
     assert SECRET.encode() not in raw
     assert API_KEY.encode() not in raw
@@ -347,9 +353,27 @@ def test_reencrypt_of_one_thread_touches_only_that_thread(db_dsn: str) -> None:
         run_graph(saver, "one")
         run_graph(saver, "two")
     with PostgresSaver.from_conn_string(db_dsn, serde=KeyringSerializer({"k2": K2, "k1": K1})) as s:
+        before = raw_bytes(db_dsn)
+        plan = s.reencrypt("one", dry_run=True)
+        everything = s.reencrypt(dry_run=True)
+        # an unknown thread is no error: named, and nothing is done
+        assert s.reencrypt("no-such-thread") == Report(missing=["no-such-thread"])
+        assert s.reencrypt("no-such-thread", dry_run=True) == Report(
+            dry_run=True, missing=["no-such-thread"]
+        )
+        assert raw_bytes(db_dsn) == before  # the dry runs changed nothing
         report = s.reencrypt("one")
         assert report.threads == 1
         assert report.checkpoints == 4
+        assert report.missing == []
+        # the plan counted what the run sealed again
+        counts = ("threads", "checkpoints", "writes", "blobs")
+        assert [getattr(plan, c) for c in counts] == [getattr(report, c) for c in counts]
+        assert plan.dry_run
+        assert plan.checkpoints == 4
+        assert plan.blobs > 0
+        assert everything.threads == 2
+        assert everything.checkpoints == 2 * plan.checkpoints
     with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k2")) as saver:
         assert history(saver, "one")
         with pytest.raises(EncryptionKeyError):
@@ -587,10 +611,19 @@ def test_plaintext_metadata_can_change_and_reencrypt_follows(db_dsn: str) -> Non
         # in SQL now, and older rows do not hold it in clear yet
         assert list(saver.list(None, filter={"user_api_key": API_KEY})) == []
         assert saver.reencrypt().checkpoints == 0  # nothing is under another key
+        assert saver.reencrypt(dry_run=True).checkpoints == 0
+        plan = saver.reencrypt(full=True, dry_run=True)
         report = saver.reencrypt(full=True)
         assert report.checkpoints == 4
+        assert (plan.checkpoints, plan.writes, plan.blobs) == (
+            report.checkpoints,
+            report.writes,
+            report.blobs,
+        )
         assert len(list(saver.list(None, filter={"user_api_key": API_KEY}))) == 4
     with PostgresSaver.from_conn_string(db_dsn, serde=keyring("k1")) as narrower:
+        # metadata in clear with a key plaintext_metadata no longer names: counted by the plan
+        assert narrower.reencrypt(dry_run=True).checkpoints == 4
         assert narrower.reencrypt().checkpoints == 4  # the key goes out of the clear column
         assert len(list(narrower.list(None, filter={"user_api_key": API_KEY}))) == 4
     assert API_KEY.encode() not in raw_bytes(db_dsn)

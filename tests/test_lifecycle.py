@@ -4,6 +4,7 @@ continues identically."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from langgraph_pg_saver import (
     DeltaDependencyError,
     InvalidInputError,
     PostgresSaver,
+    Report,
     ThreadNotEmptyError,
 )
 
@@ -296,8 +298,8 @@ def test_copy_thread_continues_identically(saver: PostgresSaver, two: Any) -> No
     run_turns(two, "other", 1)
     saver.copy_thread("other", "dst", overwrite=True)
     assert states(saver, two, "dst") == states(saver, two, "other")
-    # a missing source copies nothing
-    saver.copy_thread("no-such-thread", "empty-target")
+    # a missing source copies nothing, and names it
+    assert saver.copy_thread("no-such-thread", "empty-target") == Report(missing=["no-such-thread"])
     assert saver.get_tuple(cfg("empty-target")) is None
     with pytest.raises(InvalidInputError, match="same thread"):
         saver.copy_thread("src", "src")
@@ -354,6 +356,138 @@ async def test_async_lifecycle(asaver: AsyncPostgresSaver) -> None:
     assert (await graph.aget_state(cfg("ap-copy"))).values == before_last
     await asaver.aprune(["ap", "ap-copy"], strategy="delete")
     assert await asaver.aget_tuple(cfg("ap")) is None
+
+
+# ---------------------------------------------------------------- unknown thread ids
+
+
+def tables(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the saver's tables, whole: any change shows."""
+    with psycopg.connect(dsn) as conn:
+        return {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr)  # fixed names
+            for t in ("pgsaver_checkpoints", "pgsaver_writes", "pgsaver_blobs")
+        }
+
+
+COUNTS = ("threads", "checkpoints", "writes", "blobs", "bytes")
+
+
+def counts(report: Report) -> tuple[int, ...]:
+    return tuple(getattr(report, c) for c in COUNTS)
+
+
+def _unknown_id_calls(saver: Any) -> dict[str, Any]:
+    """Every lifecycle call given a list of thread ids, with two unknown ones (a coroutine
+    function each for an AsyncPostgresSaver)."""
+    ids = ["nope-b", "nope-a", "nope-b"]
+    a = "a" if isinstance(saver, AsyncPostgresSaver) else ""
+    prune, retention = getattr(saver, a + "prune"), getattr(saver, a + "retention")
+    return {
+        "prune delete": lambda: prune(ids, strategy="delete"),
+        "prune delete dry run": lambda: prune(ids, strategy="delete", dry_run=True),
+        "prune keep_latest": lambda: prune(ids),
+        "prune keep_latest dry run": lambda: prune(ids, dry_run=True),
+        "retention keep_last": lambda: retention(keep_last=1, thread_ids=ids),
+        "retention dry run": lambda: retention(keep_last=1, thread_ids=ids, dry_run=True),
+        "retention idle": lambda: retention(idle_for=timedelta(seconds=1), thread_ids=ids),
+        "retention idle dry run": lambda: retention(
+            idle_for=timedelta(seconds=1), keep_last=1, thread_ids=ids, dry_run=True
+        ),
+    }
+
+
+def test_unknown_thread_ids_are_named_never_raised_and_change_nothing(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    run_turns(two, "known", 6)
+    before = tables(db_dsn)
+    for name, call in _unknown_id_calls(saver).items():
+        report = call()
+        assert report.missing == ["nope-a", "nope-b"], name
+        assert counts(report) == (0, 0, 0, 0, 0), name
+        assert json.loads(json.dumps(report.as_dict()))["missing"] == ["nope-a", "nope-b"], name
+        assert tables(db_dsn) == before, name
+    # copy_thread of a missing source: nothing copied, and the target left as it is, with
+    # overwrite too (and no ThreadNotEmptyError: there is nothing to copy into it)
+    for target, overwrite in (("fresh", False), ("known", False), ("known", True)):
+        report = saver.copy_thread("nope-a", target, overwrite=overwrite)
+        assert report == Report(missing=["nope-a"]), (target, overwrite)
+        assert tables(db_dsn) == before, (target, overwrite)
+    # delete_thread returns None, as LangGraph's does: an unknown id is a silent no-op
+    assert saver.delete_thread("nope-a") is None  # type: ignore[func-returns-value]
+    assert tables(db_dsn) == before
+
+
+def test_known_ids_beside_unknown_ones_are_processed_and_the_unknown_named(
+    saver: PostgresSaver, two: Any, db_dsn: str
+) -> None:
+    for t in ("k1", "k2", "k3"):
+        run_turns(two, t, 14)
+    k2_before = states(saver, two, "k2")
+    plan = saver.prune(["x", "k1"], strategy="delete", dry_run=True)
+    done = saver.prune(["x", "k1"], strategy="delete")
+    assert plan.missing == done.missing == ["x"]
+    # (bytes aside: threads_size and delete_threads measure rows a few bytes apart)
+    assert counts(plan)[:4] == counts(done)[:4]
+    assert done.threads == 1
+    assert done.checkpoints > 0
+    assert saver.get_tuple(cfg("k1")) is None
+    plan = saver.prune(["k2", "y", "x"], dry_run=True)
+    done = saver.prune(["k2", "y", "x"])
+    assert plan.missing == done.missing == ["x", "y"]
+    assert counts(plan) == counts(done)
+    assert done.checkpoints > 0
+    _assert_survivors_unchanged(k2_before, states(saver, two, "k2"))
+    # retention names the unknown ids once, whatever the pages
+    seen: list[Report] = []
+    plan = saver.retention(
+        keep_last=2, thread_ids=["z", "k3", "k1", "a"], thread_batch=1, dry_run=True
+    )
+    done = saver.retention(
+        keep_last=2, thread_ids=["z", "k3", "k1", "a"], thread_batch=1, progress=seen.append
+    )
+    assert plan.missing == done.missing == ["a", "k1", "z"]  # k1 was deleted above
+    assert counts(plan) == counts(done)
+    assert done.checkpoints > 0
+    assert [r.last_thread_id for r in seen] == ["k3"]  # one page: the only known thread
+    assert seen[0].missing == ["a", "k1", "z"]
+    # an id at or before start_after is skipped, not looked for
+    assert saver.retention(keep_last=2, thread_ids=["a", "k3"], start_after="b").missing == []
+    # a known source copies, with nothing missing
+    assert saver.copy_thread("k3", "k3-copy").missing == []
+
+
+async def test_async_unknown_thread_ids_are_named_never_raised(
+    asaver: AsyncPostgresSaver, db_dsn: str
+) -> None:
+    graph = two_delta().compile(checkpointer=asaver)
+    for i in range(14):
+        await graph.ainvoke({"a": [f"in{i}"]}, cfg("known", run=f"run-{i}"))
+    before = tables(db_dsn)
+    for name, call in _unknown_id_calls(asaver).items():
+        report = await call()
+        assert report.missing == ["nope-a", "nope-b"], name
+        assert counts(report) == (0, 0, 0, 0, 0), name
+        assert tables(db_dsn) == before, name
+    for target, overwrite in (("fresh", False), ("known", False), ("known", True)):
+        report = await asaver.acopy_thread("nope-a", target, overwrite=overwrite)
+        assert report == Report(missing=["nope-a"]), (target, overwrite)
+    assert await asaver.adelete_thread("nope-a") is None  # type: ignore[func-returns-value]
+    assert tables(db_dsn) == before
+    # mixed: the known thread is processed, the unknown one named
+    await asaver.acopy_thread("known", "known-2")
+    plan = await asaver.aprune(["known", "nope"], dry_run=True)
+    done = await asaver.aprune(["known", "nope"])
+    assert plan.missing == done.missing == ["nope"]
+    assert counts(plan) == counts(done)
+    assert done.checkpoints > 0
+    done = await asaver.aretention(keep_last=1, thread_ids=["nope", "known-2"])
+    assert done.missing == ["nope"]
+    assert done.checkpoints > 0
+    done = await asaver.aprune(["known", "known-2", "nope"], strategy="delete")
+    assert (done.threads, done.missing) == (2, ["nope"])
+    assert await asaver.aget_tuple(cfg("known")) is None
 
 
 # ---------------------------------------------------------------- concurrency

@@ -288,7 +288,7 @@ def test_retention_checks_batch_before_any_step() -> None:
 
 
 def test_prune_delete_is_one_locked_step() -> None:
-    driver = FakeDriver({"delete_threads": [[(2, 7, 3, 4, 1234)]]})
+    driver = FakeDriver({"delete_threads": [[(2, 7, 3, 4, 1234, ["a", "b"])]]})
     report = driver.run(_lifecycle.prune(Q, ["b", "a", "b"], "delete"))
     assert driver.names() == [("lock_threads", "delete_threads")]
     ids = ["a", "b"]
@@ -302,21 +302,36 @@ def test_prune_delete_is_one_locked_step() -> None:
     assert report == Report(threads=2, checkpoints=7, writes=3, blobs=4, bytes=1234, batches=1)
 
 
+def test_prune_delete_names_the_ids_it_deleted_nothing_of() -> None:
+    # the statement returns the threads it deleted: the others held no checkpoint
+    driver = FakeDriver({"delete_threads": [[(1, 2, 0, 1, 90, ["b"])]]})
+    report = driver.run(_lifecycle.prune(Q, ["c", "b", "a"], "delete"))
+    assert driver.names() == [("lock_threads", "delete_threads")]  # no statement more
+    assert report == Report(
+        threads=1, checkpoints=2, blobs=1, bytes=90, batches=1, missing=["a", "c"]
+    )
+
+
 def test_prune_delete_options_and_null_size() -> None:
-    driver = FakeDriver({"delete_threads": [[(0, 0, 0, 0, None)]]})
+    driver = FakeDriver({"delete_threads": [[(0, 0, 0, 0, None, None)]]})
     report = driver.run(_lifecycle.prune(Q, ["a"], "delete", lock_timeout=0.25))
     assert driver.steps[0].lock_timeout == 0.25
-    assert report == Report(batches=1)
+    assert report == Report(batches=1, missing=["a"])
 
 
-def test_prune_delete_dry_run_is_one_plain_step() -> None:
-    driver = FakeDriver({"threads_size": [[(1, 2, 3, 4, 500)]]})
-    report = driver.run(_lifecycle.prune(Q, ["a"], "delete", dry_run=True))
-    assert driver.names() == [("threads_size",)]
-    assert driver.steps == [single("threads_size", {"thread_ids": ["a"], "idle_for": None})]
-    assert driver.steps[0].lock_timeout is None
-    assert not driver.steps[0].transactional
-    assert report == Report(threads=1, checkpoints=2, writes=3, blobs=4, bytes=500, dry_run=True)
+def test_prune_delete_dry_run_finds_the_missing_then_sizes_the_rest() -> None:
+    driver = FakeDriver({"missing_threads": [[("b",)]], "threads_size": [[(1, 2, 3, 4, 500)]]})
+    report = driver.run(_lifecycle.prune(Q, ["b", "a"], "delete", dry_run=True))
+    driver.assert_consumed()
+    assert driver.names() == [("missing_threads",), ("threads_size",)]
+    assert driver.steps == [
+        single("missing_threads", {"thread_ids": ["a", "b"]}),
+        single("threads_size", {"thread_ids": ["a", "b"], "idle_for": None}),
+    ]
+    assert all(s.lock_timeout is None and not s.transactional for s in driver.steps)
+    assert report == Report(
+        threads=1, checkpoints=2, writes=3, blobs=4, bytes=500, dry_run=True, missing=["b"]
+    )
 
 
 @pytest.mark.parametrize("strategy", ["delete", "keep_latest"])
@@ -340,6 +355,7 @@ def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
                 [(["b"], 1, 0, 30, 0)],
             ],
             "prune_blobs": [[(3, 40)]],
+            "missing_threads": [[]],
         }
     )
     report = driver.run(_lifecycle.prune(Q, ["b", "a", "c"], "keep_latest", batch=2))
@@ -347,6 +363,8 @@ def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
     ids = ["a", "b", "c"]
     batch = Stmt(Q["prune_keep_last_batch"], {"thread_ids": ids, "keep_last": 1, "batch": 2})
     blobs = Stmt(Q["prune_blobs"], {"thread_ids": ids})
+    assert driver.steps[0] == single("missing_threads", {"thread_ids": ids})
+    del driver.steps[0]
     assert driver.names() == [
         ("lock_threads", "prune_keep_last_batch"),
         ("lock_threads", "prune_keep_last_batch"),
@@ -367,15 +385,20 @@ def test_prune_keep_latest_repeats_full_batches_then_prunes_blobs() -> None:
 
 def test_prune_keep_latest_stops_on_a_short_first_batch() -> None:
     driver = FakeDriver(
-        {"prune_keep_last_batch": [[([], 0, 0, 0, 0)]], "prune_blobs": [[(0, None)]]}
+        {
+            "missing_threads": [[]],
+            "prune_keep_last_batch": [[([], 0, 0, 0, 0)]],
+            "prune_blobs": [[(0, None)]],
+        }
     )
     report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest"))
     driver.assert_consumed()
     assert driver.names() == [
+        ("missing_threads",),
         ("lock_threads", "prune_keep_last_batch"),
         ("lock_threads", "prune_blobs"),
     ]
-    assert driver.steps[0].statements[1].params == {
+    assert driver.steps[1].statements[1].params == {
         "thread_ids": ["a"],
         "keep_last": 1,
         "batch": DEFAULT_BATCH,
@@ -385,12 +408,16 @@ def test_prune_keep_latest_stops_on_a_short_first_batch() -> None:
 
 def test_prune_keep_latest_stops_when_nothing_doomed_is_left() -> None:
     driver = FakeDriver(
-        {"prune_keep_last_batch": [[(["a"], 999, 0, 0, 0)]], "prune_blobs": [[(0, 0)]]}
+        {
+            "missing_threads": [[]],
+            "prune_keep_last_batch": [[(["a"], 999, 0, 0, 0)]],
+            "prune_blobs": [[(0, 0)]],
+        }
     )
     report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest", lock_timeout=None))
-    assert len(driver.steps) == 2
+    assert len(driver.steps) == 3
     # no lock timeout, but still one transaction: the locks and the delete go together
-    assert all(s.lock_timeout is None and s.transactional for s in driver.steps)
+    assert all(s.lock_timeout is None and s.transactional for s in driver.steps[1:])
     assert report.checkpoints == 999
     assert report.threads == 1
 
@@ -400,6 +427,7 @@ def test_prune_keep_latest_stops_on_a_batch_that_deleted_nothing() -> None:
     # ends instead of repeating the same empty batch
     driver = FakeDriver(
         {
+            "missing_threads": [[]],
             "prune_keep_last_batch": [[(["a"], 3, 0, 9, 2)], [([], 0, 0, 0, 2)]],
             "prune_blobs": [[(0, 0)]],
         }
@@ -422,56 +450,116 @@ def test_keep_last_passes_n() -> None:
 
 
 def test_prune_keep_latest_dry_run_is_one_plain_plan_step() -> None:
-    driver = FakeDriver({"prune_keep_last_plan": [[(2, 4, 3, 5, None)]]})
+    driver = FakeDriver({"missing_threads": [[]], "prune_keep_last_plan": [[(2, 4, 3, 5, None)]]})
     report = driver.run(_lifecycle.prune(Q, ["b", "a"], "keep_latest", dry_run=True))
     assert driver.steps == [
-        single("prune_keep_last_plan", {"thread_ids": ["a", "b"], "keep_last": 1})
+        single("missing_threads", {"thread_ids": ["a", "b"]}),
+        single("prune_keep_last_plan", {"thread_ids": ["a", "b"], "keep_last": 1}),
     ]
-    assert not driver.steps[0].transactional
-    assert driver.steps[0].lock_timeout is None
+    assert not any(s.transactional for s in driver.steps)
+    assert all(s.lock_timeout is None for s in driver.steps)
     assert report == Report(threads=2, checkpoints=4, writes=3, blobs=5, bytes=0, dry_run=True)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_prune_keep_latest_leaves_missing_ids_out_and_names_them(dry_run: bool) -> None:
+    driver = FakeDriver(
+        {
+            "missing_threads": [[("c",), ("a",)]],
+            "prune_keep_last_plan": [[(1, 2, 0, 0, 0)]],
+            "prune_keep_last_batch": [[(["b"], 2, 0, 0, 0)]],
+            "prune_blobs": [[(0, 0)]],
+        }
+    )
+    report = driver.run(_lifecycle.prune(Q, ["c", "b", "a"], "keep_latest", dry_run=dry_run))
+    assert driver.steps[0] == single("missing_threads", {"thread_ids": ["a", "b", "c"]})
+    # the work sees only the thread that exists
+    assert all(s.statements[-1].params["thread_ids"] == ["b"] for s in driver.steps[1:])  # type: ignore[index]
+    assert report.missing == ["a", "c"]
+    assert report.checkpoints == 2
+
+
+def test_prune_keep_latest_of_missing_ids_only_runs_one_statement() -> None:
+    driver = FakeDriver({"missing_threads": [[("a",)]]})
+    report = driver.run(_lifecycle.prune(Q, ["a"], "keep_latest"))
+    assert driver.names() == [("missing_threads",)]
+    assert report == Report(missing=["a"])
 
 
 # --------------------------------------------------------------------------- copy_thread
 
 
+def _source_check(source: str, target: str) -> Step:
+    """The first part of copy_thread's transaction: the target's lock, then whether the source
+    holds a checkpoint."""
+    return locked([target], Stmt(Q["missing_threads"], {"thread_ids": [source]}))
+
+
 def test_copy_thread_without_overwrite() -> None:
-    driver = FakeDriver({"copy_thread": [[(True, 3, 2, 4)]]})
+    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(True, 3, 2, 4)]]})
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
-    assert driver.names() == [("lock_threads", "copy_thread")]
+    assert driver.names() == [("lock_threads", "missing_threads"), ("copy_thread",)]
     assert driver.steps == [
-        locked(["dst"], Stmt(Q["copy_thread"], {"source": "src", "target": "dst"}))
+        _source_check("src", "dst"),
+        Step((Stmt(Q["copy_thread"], {"source": "src", "target": "dst"}),)),
     ]
     assert driver.steps[0].lock_timeout == DEFAULT_LOCK_TIMEOUT
     assert report == Report(threads=1, checkpoints=3, writes=2, blobs=4)
 
 
 def test_copy_thread_with_overwrite_clears_the_target_after_the_lock() -> None:
-    driver = FakeDriver({"copy_thread": [[(True, 1, 0, 2)]]})
+    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(True, 1, 0, 2)]]})
     report = driver.run(_lifecycle.copy_thread(Q, 1, 2, overwrite=True))
-    assert driver.names() == [("lock_threads", "delete_threads", "copy_thread")]
+    assert driver.names() == [
+        ("lock_threads", "missing_threads"),
+        ("delete_threads", "copy_thread"),
+    ]
     assert driver.steps == [
-        locked(
-            ["2"],
-            Stmt(Q["delete_threads"], {"thread_ids": ["2"], "idle_for": None}),
-            Stmt(Q["copy_thread"], {"source": "1", "target": "2"}),
-        )
+        _source_check("1", "2"),
+        Step(
+            (
+                Stmt(Q["delete_threads"], {"thread_ids": ["2"], "idle_for": None}),
+                Stmt(Q["copy_thread"], {"source": "1", "target": "2"}),
+            )
+        ),
     ]
     assert report == Report(threads=1, checkpoints=1, writes=0, blobs=2)
 
 
 def test_copy_thread_into_a_used_target_raises() -> None:
-    driver = FakeDriver({"copy_thread": [[(False, 0, 0, 0)]]})
+    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(False, 0, 0, 0)]]})
     with pytest.raises(ThreadNotEmptyError) as info:
         driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
     assert info.value.thread_id == "dst"
-    assert len(driver.steps) == 1
+    assert len(driver.steps) == 2
 
 
-def test_copy_thread_of_a_missing_source_copies_nothing() -> None:
-    driver = FakeDriver({"copy_thread": [[(True, 0, 0, 0)]]})
-    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
-    assert report == Report()
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_copy_thread_of_a_missing_source_copies_nothing_and_leaves_the_target(
+    overwrite: bool,
+) -> None:
+    # the transaction ends after the check: no copy, and no delete of the target
+    driver = FakeDriver({"missing_threads": [[("src",)]]})
+    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=overwrite))
+    assert driver.steps == [_source_check("src", "dst")]
+    assert report == Report(missing=["src"])
+
+
+def test_copy_thread_rerun_after_a_transient_error_starts_from_the_check() -> None:
+    # the driver reruns a step from its start: what the first attempt saw must not leak into
+    # the second (here the source was deleted between the attempts)
+    answers = [[], [(True, 3, 2, 4)], [("src",)]]
+    steps = _lifecycle.copy_thread(Q, "src", "dst", overwrite=False)
+    first = next(steps)
+    assert first.then is not None
+    copy = first.then(answers[0])
+    assert copy is not None
+    assert copy.then is not None
+    assert copy.then(answers[1]) is None
+    assert first.then(answers[2]) is None  # the rerun: the source is gone now
+    with pytest.raises(StopIteration) as done:
+        steps.send(answers[2])
+    assert done.value.value == Report(missing=["src"])
 
 
 # --------------------------------------------------------------------------- delete_for_runs
@@ -539,6 +627,8 @@ def _pages(pages: Mapping[str, list[str]]) -> Callable[[Step, str], Rows]:
             return [(ids[:1], 1, 2, 10, 0)]
         if name == "prune_blobs":
             return [(1, 5)]
+        if name == "missing_threads":
+            return [(t,) for t in step.statements[0].params["thread_ids"] if t.startswith("x")]  # type: ignore[index]
         raise AssertionError(f"unexpected step {step_names(step)}")
 
     return answer
@@ -613,10 +703,38 @@ def test_retention_of_given_threads_filters_and_pages_them() -> None:
     assert "threads_after" not in {n for names in driver.names() for n in names}
     expected = _keep_steps(["b", "c"], 1, 7) + _keep_steps(["d"], 1, 7)
     expected = [Step(s.statements, 1.5) for s in expected]
-    assert driver.steps == expected
+    assert driver.steps == [single("missing_threads", {"thread_ids": ["b", "c", "d"]}), *expected]
+    assert report.missing == []
     assert report.last_thread_id == "d"
     assert report.batches == 2
     assert report.threads == 2  # b and d (the first id of each batch, per the script)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_retention_of_given_threads_names_the_missing_and_leaves_them_out(dry_run: bool) -> None:
+    def answer(step: Step, name: str) -> Rows:
+        if name == "prune_keep_last_plan":
+            return [(1, 3, 0, 0, 0)]
+        return _pages({})(step, name)
+
+    driver = FakeDriver(answer)
+    report = driver.run(
+        _lifecycle.retention(
+            Q, keep_last=1, thread_ids=["x2", "b", "x1", "a"], thread_batch=2, dry_run=dry_run
+        )
+    )
+    assert driver.steps[0] == single("missing_threads", {"thread_ids": ["a", "b", "x1", "x2"]})
+    # one page of the two ids that exist: the missing ones take no work, and no page
+    assert {tuple(s.statements[-1].params["thread_ids"]) for s in driver.steps[1:]} == {("a", "b")}  # type: ignore[index]
+    assert report.missing == ["x1", "x2"]
+    assert report.last_thread_id == "b"
+
+
+def test_retention_of_given_threads_all_missing_does_nothing_more() -> None:
+    driver = FakeDriver(_pages({}))
+    report = driver.run(_lifecycle.retention(Q, keep_last=1, thread_ids=["x1"], dry_run=True))
+    assert driver.names() == [("missing_threads",)]
+    assert report == Report(dry_run=True, missing=["x1"])
 
 
 def test_retention_of_given_threads_all_before_start_after() -> None:
