@@ -197,6 +197,31 @@ def merge_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict
     return merged
 
 
+def run_id_of(config: RunnableConfig, metadata: Mapping[str, Any] | None = None) -> str | None:
+    """The run a put or put_writes belongs to (the ``run_id`` column delete_for_runs selects by):
+    the first str, int or UUID among the checkpoint metadata's ``run_id`` (a put's), the config's
+    ``metadata`` and ``configurable`` ``run_id`` (where LangGraph's server and callers put it), and
+    the config's own ``run_id`` (``graph.invoke(x, {"run_id": ...})``: LangChain gives it to the
+    outermost run only, not to subgraphs). The stored metadata is not changed by it."""
+    if metadata:
+        value = metadata.get("run_id")
+        if value is not None and _is_run_id(value):
+            return _text(value, "metadata run_id")
+    for source in (config.get("metadata"), config.get("configurable")):
+        if isinstance(source, Mapping):
+            value = source.get("run_id")
+            if value is not None and _is_run_id(value):
+                return _text(value, "run_id")
+    value = config.get("run_id")
+    if value is not None and _is_run_id(value):
+        return _text(value, "config run_id")
+    return None
+
+
+def _is_run_id(value: object) -> bool:
+    return isinstance(value, (str, int, uuid.UUID)) and not isinstance(value, bool)
+
+
 def _reject(obj: Any) -> Any:
     raise TypeError(type(obj).__name__)
 
@@ -600,17 +625,12 @@ def put_params(
                 f"{where} contains a lone surrogate character (such as '\\ud800'), which cannot be "
                 "stored as given; nothing was written"
             )
-    run_id = merged.get("run_id")
     params["thread_id"] = keys.thread_id
     params["checkpoint_ns"] = keys.checkpoint_ns
     params["checkpoint_id"] = checkpoint_id
     params["parent_checkpoint_id"] = keys.checkpoint_id
     # the column delete_for_runs selects by; the metadata keeps the value as given, whatever it is
-    params["run_id"] = (
-        _text(run_id, "metadata run_id")
-        if isinstance(run_id, (str, int, uuid.UUID)) and not isinstance(run_id, bool)
-        else None
-    )
+    params["run_id"] = run_id_of(config, metadata)
     params["type"] = body_type
     params["checkpoint"] = bytes(body_bytes)
     params["channel_versions"] = versions_json
@@ -670,6 +690,7 @@ def put_writes_params(
         "checkpoint_id": keys.checkpoint_id,
         "task_id": _text(task_id, "task_id"),
         "task_path": _text(task_path or "", "task_path"),
+        "run_id": run_id_of(config),
     }
     here = ("write", keys.thread_id, keys.checkpoint_ns, keys.checkpoint_id, params["task_id"])
     path = params["task_path"]

@@ -20,7 +20,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from . import _compress, _core
 from ._crypto import KeyringSerializer, Place
 from ._sql import Queries
-from .errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
+from .errors import (
+    DeltaDependencyError,
+    EntangledRunError,
+    InvalidInputError,
+    ThreadNotEmptyError,
+)
 
 Rows = list[tuple[Any, ...]]
 DEFAULT_BATCH = 1000
@@ -368,25 +373,53 @@ def copy_thread(
     )
 
 
-def delete_for_runs(q: Queries, run_ids: Sequence[str]) -> Steps:
+def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False) -> Steps:
+    """Every row the runs wrote (their checkpoints, their writes wherever they sit, the values only
+    those checkpoints referenced), in one transaction after the exclusive locks of the runs'
+    threads; ``dry_run``: what would go, nothing locked or deleted. Raises, deleting nothing,
+    where a surviving checkpoint would change (DeltaDependencyError) or rows of these runs cannot
+    be told apart from those of runs that stay (EntangledRunError); the rules are in
+    ``_runs_doomed`` (queries.sql). Run ids that matched no row are ``Report.missing``."""
     ids = names_param(run_ids, "run_ids", "run id")
+    if not isinstance(dry_run, bool):
+        raise InvalidInputError(f"dry_run must be a bool, not {dry_run!r}")
     if not ids:
-        return Report()
-    params = {"run_ids": ids}
-    rows = yield Step(
-        (Stmt(q["lock_threads_of_runs"], params), Stmt(q["delete_for_runs"], params)),
-        DEFAULT_LOCK_TIMEOUT,
-    )
+        return Report(dry_run=dry_run)
+    found: list[list[str]] = []
+
+    def then(rows: Rows) -> Step | None:
+        threads = list(rows[0][0] or ())
+        found[:] = [threads]
+        if not threads:
+            return None
+        query = q["delete_for_runs_plan"] if dry_run else q["delete_for_runs"]
+        return Step((Stmt(query, {"run_ids": ids, "thread_ids": threads}),))
+
+    if dry_run:
+        rows = yield Step((Stmt(q["runs_threads"], {"run_ids": ids}),), then=then)
+    else:
+        rows = yield Step(
+            (Stmt(q["lock_threads_of_runs"], {"run_ids": ids}),), DEFAULT_LOCK_TIMEOUT, then=then
+        )
+    if not found[0]:
+        return Report(dry_run=dry_run, missing=ids)
     dependents = [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == 1]
     if dependents:
         raise DeltaDependencyError(run_ids=ids, dependents=dependents)
+    entangled = [(r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ())) for r in rows if r[0] == 2]
+    if entangled:
+        raise EntangledRunError(run_ids=ids, rows=entangled)
     summary = next(r for r in rows if r[0] == 0)
+    checkpoints, writes, blobs, threads, size, missing = summary[8:14]
     return Report(
-        threads=int(summary[8]),
-        checkpoints=int(summary[5]),
-        writes=int(summary[6]),
-        blobs=int(summary[7]),
-        batches=1,
+        threads=int(threads),
+        checkpoints=int(checkpoints),
+        writes=int(writes),
+        blobs=int(blobs),
+        bytes=int(size or 0),
+        dry_run=dry_run,
+        batches=0 if dry_run else 1,
+        missing=list(missing or ()),
     )
 
 

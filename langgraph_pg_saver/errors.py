@@ -125,13 +125,16 @@ class ThreadNotEmptyError(PgSaverError, ValueError):
 
 
 class DeltaDependencyError(PgSaverError):
-    """delete_for_runs would break the DeltaChannel state of checkpoints that survive it."""
+    """delete_for_runs would break the DeltaChannel state of checkpoints that survive it: they
+    rebuild a DeltaChannel from a checkpoint of these runs, or from writes of these runs stored on
+    their parent checkpoint."""
 
     def __init__(
         self, run_ids: Sequence[str], dependents: Sequence[tuple[str, str, str, str]]
     ) -> None:
         self.run_ids = tuple(run_ids)
-        #: (thread_id, checkpoint_ns, checkpoint_id, id of the deleted parent it needs)
+        #: (thread_id, checkpoint_ns, checkpoint_id, id of the parent it needs: a checkpoint of
+        #: these runs, or one holding writes of these runs)
         self.dependents = tuple(dependents)
         shown = ", ".join(
             f"{t}/{ns or '(root)'}/{cid} needs {parent}"
@@ -139,8 +142,48 @@ class DeltaDependencyError(PgSaverError):
         )
         more = f" and {len(self.dependents) - 5} more" if len(self.dependents) > 5 else ""
         super().__init__(
-            f"delete_for_runs refused: surviving checkpoints rebuild DeltaChannel state from checkpoints of "
-            f"these runs ({shown}{more}); nothing was deleted. Delete the dependent runs too, or prune instead."
+            f"delete_for_runs refused: surviving checkpoints rebuild DeltaChannel state from checkpoints "
+            f"or writes of these runs ({shown}{more}); nothing was deleted. Delete the dependent runs "
+            "too, or prune instead."
+        )
+
+
+class EntangledRunError(PgSaverError):
+    """delete_for_runs cannot tell some rows of these runs from rows of runs that stay, so it
+    cannot delete them and leave those runs' checkpoints as they were: a write to a special
+    channel (an interrupt, a resume value) that replaced another run's (resuming an interrupt that
+    then interrupts again), or a subgraph's checkpoints that carry no run id (a run id given as the
+    config's top-level ``run_id`` reaches only the root graph) of a task other runs wrote to."""
+
+    def __init__(
+        self,
+        run_ids: Sequence[str],
+        rows: Sequence[tuple[str, str, str | None, str, str | None, str, tuple[str | None, ...]]],
+    ) -> None:
+        self.run_ids = tuple(run_ids)
+        #: (thread_id, checkpoint_ns, checkpoint_id or None for a subgraph namespace, task_id,
+        #: channel or None, run_id, the run ids of the rows its write replaced)
+        self.rows = tuple(rows)
+        shown = []
+        for t, ns, cid, task, channel, run, replaced in self.rows[:5]:
+            if cid is None:
+                shown.append(
+                    f"subgraph namespace {t}/{ns} of task {task}, which run {run!r} resumed, holds "
+                    "checkpoints without a run id"
+                )
+            else:
+                earlier = ", ".join(
+                    "a run without an id" if r is None else repr(r) for r in replaced
+                )
+                shown.append(
+                    f"{t}/{ns or '(root)'}/{cid}: run {run!r}'s {channel} write of task {task} "
+                    f"replaced the write of {earlier}"
+                )
+        more = f" and {len(self.rows) - 5} more" if len(self.rows) > 5 else ""
+        super().__init__(
+            f"delete_for_runs refused: {'; '.join(shown)}{more}. These rows cannot be deleted without "
+            "changing checkpoints that stay; nothing was deleted. Delete the runs named too, or "
+            "delete the thread. Runs that pass their run id in the config's metadata tag every row."
         )
 
 

@@ -490,15 +490,24 @@ class PostgresSaver(SaverBase):
         return report
 
     def delete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
-        self, run_ids: Sequence[str]
+        self, run_ids: Sequence[str], *, dry_run: bool = False
     ) -> Report:
-        """Delete the checkpoints (and their writes) created by these runs, in one statement;
-        returns what was deleted.
+        """Delete every row these runs wrote, in one transaction: their checkpoints, their writes
+        wherever they sit (a durability="exit" run's DeltaChannel writes on the checkpoint it
+        started from, a resume's writes on the interrupted checkpoint), and the values only those
+        checkpoints referenced; returns what was deleted, and in ``missing`` the run ids that
+        matched nothing (not an error). ``dry_run``: what would go, deleting nothing.
 
-        Refuses with :class:`DeltaDependencyError`, deleting nothing, when a surviving checkpoint's
-        DeltaChannel state is rebuilt from a checkpoint of these runs.
+        A run is known by the run id of the config of its calls: ``metadata["run_id"]``,
+        ``configurable["run_id"]``, or the config's own ``run_id`` (``graph.invoke(x, {"run_id":
+        ...})``, which LangGraph gives the root graph only). Refuses, deleting nothing (and so does
+        a dry run), with :class:`DeltaDependencyError` when a surviving checkpoint rebuilds a
+        DeltaChannel from a checkpoint or writes of these runs, and with
+        :class:`EntangledRunError` when some of their rows cannot be told from another run's.
         """
-        report: Report = self._driver.drive(_lifecycle.delete_for_runs(self._q, run_ids))
+        report: Report = self._driver.drive(
+            _lifecycle.delete_for_runs(self._q, run_ids, dry_run=dry_run)
+        )
         return report
 
     def retention(

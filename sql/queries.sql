@@ -183,13 +183,21 @@ FROM allowed
 
 -- name: put_writes
 -- Ordinary writes keep their first value (a retried task writes the same rows again); special
--- channels (negative idx) take the latest value.
+-- channels (negative idx) take the latest value. A row another run wrote (a resume answering the
+-- next interrupt of a task) is replaced: the earlier run id goes onto replaced_run_ids, so that
+-- delete_for_runs knows deleting this run cannot bring the earlier row back.
 {_writes_insert}
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
     type = EXCLUDED.type,
     blob = EXCLUDED.blob,
-    task_path = EXCLUDED.task_path
+    task_path = EXCLUDED.task_path,
+    run_id = EXCLUDED.run_id,
+    replaced_run_ids = CASE
+        WHEN {schema}.pgsaver_writes.run_id IS NOT DISTINCT FROM EXCLUDED.run_id
+            THEN {schema}.pgsaver_writes.replaced_run_ids
+        ELSE array_append({schema}.pgsaver_writes.replaced_run_ids, {schema}.pgsaver_writes.run_id)
+    END
 WHERE EXCLUDED.idx < 0
 
 -- name: put_writes_new
@@ -201,12 +209,13 @@ WHERE EXCLUDED.idx < 0
 {_writes_insert}
 
 -- name: _writes_insert
+-- run_id: the run of the call's config (_core.run_id_of), as put stores it for checkpoints.
 WITH {_guard}
 INSERT INTO {schema}.pgsaver_writes (
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob, run_id
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-       w.idx, w.channel, w.type, w.blob
+       w.idx, w.channel, w.type, w.blob, %(run_id)s::text
 FROM guard, {write_rows}
 
 -- name: _write_arrays
@@ -228,14 +237,31 @@ unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
 FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)b::text[]) AS t ORDER BY 1) AS k
 
+-- name: _runs_threads
+-- The threads holding rows of the given runs: their checkpoints, and their writes to special
+-- channels (a run that resumed an interrupt and stopped at the next one stored nothing else), both
+-- found by index (pgsaver_checkpoints_run_id_idx, pgsaver_writes_run_id_idx).
+SELECT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.run_id = ANY (%(run_ids)b::text[])
+UNION
+SELECT w.thread_id FROM {schema}.pgsaver_writes AS w
+WHERE w.run_id = ANY (%(run_ids)b::text[]) AND w.idx < 0
+
 -- name: lock_threads_of_runs
-SELECT count(pg_advisory_xact_lock({_lock_class}, h))
-FROM (
-    SELECT DISTINCT hashtext(c.thread_id) AS h
-    FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.run_id = ANY (%(run_ids)b::text[])
-    ORDER BY 1
-) AS k
+-- delete_for_runs' first statement: the threads of the runs (_runs_threads), locked exclusively in
+-- the order of lock_threads; returns them, sorted. The delete that follows in the transaction works
+-- on these threads only: a thread a run wrote to after this statement read is left alone.
+WITH t AS MATERIALIZED (
+    {_runs_threads}
+), locked AS (
+    SELECT count(pg_advisory_xact_lock({_lock_class}, h)) AS n
+    FROM (SELECT DISTINCT hashtext(thread_id) AS h FROM t ORDER BY 1) AS k
+)
+SELECT ARRAY(SELECT thread_id FROM t ORDER BY 1) FROM locked
+
+-- name: runs_threads
+-- delete_for_runs(dry_run=True)'s first statement: the threads of the runs, sorted, not locked.
+SELECT ARRAY(SELECT thread_id FROM ({_runs_threads}) AS t ORDER BY 1)
 
 -- name: get_tuple
 -- The latest checkpoint of a thread's namespace, with its values and pending writes (_tuple_rows).
@@ -987,9 +1013,11 @@ WITH target_used AS (
     RETURNING 1
 ), copied_writes AS (
     INSERT INTO {schema}.pgsaver_writes (
-        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path,
+        run_id, replaced_run_ids
     )
-    SELECT %(target)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path
+    SELECT %(target)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path,
+           w.run_id, w.replaced_run_ids
     FROM {schema}.pgsaver_writes AS w, target_used
     WHERE w.thread_id = %(source)s AND NOT target_used.used
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
@@ -1008,43 +1036,263 @@ WITH target_used AS (
 SELECT NOT (SELECT used FROM target_used),
        (SELECT count(*) FROM copied), (SELECT count(*) FROM copied_writes), (SELECT count(*) FROM copied_blobs)
 
--- name: delete_for_runs
--- The checkpoints of the given runs and their writes, then blobs nothing references any more -- unless a
--- surviving child of a deleted checkpoint has DeltaChannels that must be rebuilt from it: then nothing is
--- deleted and the dependents are returned (kind 1 rows) for the error.
-WITH doomed AS (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+-- name: _ns_task
+-- Expects x (a row with checkpoint_ns). The task id in the first part of a subgraph's namespace
+-- ("node:<task id>|..."): the root graph's task whose call of the subgraph stored it.
+split_part(split_part(x.checkpoint_ns, '|', 1), ':', 2)
+
+-- name: _runs_doomed
+-- What delete_for_runs deletes, as CTEs (after WITH), and why it may refuse. Expects the parameters
+-- run_ids and thread_ids (the runs' threads: lock_threads_of_runs / runs_threads); every lookup
+-- stays within those threads. Rules: docs/design.md (section 8) and docs/guide.md ("Deleting runs").
+--   tagged: the runs' checkpoints; run_writes: the runs' writes (migration 0009), wherever they sit.
+--   doomed: tagged, plus the checkpoints without a run id of a subgraph namespace whose root task
+--     wrote only rows that go (LangChain gives a top-level config "run_id" to the root graph only:
+--     such a run's subgraph checkpoints carry none).
+--   doomed_writes: every write of a doomed checkpoint; the runs' writes on surviving checkpoints
+--     (elsewhere); and, for rows written before migration 0009 (no run id), the DeltaChannel
+--     writes a durability="exit" run stored on the checkpoint it started from, when every child of
+--     that checkpoint goes (LangGraph's synthetic task ids: the first group "ffffffff", or the
+--     superstep after the checkpoint's: its step + 1 or + 2, as eight digits).
+--   delta_dependents: surviving checkpoints that would read their DeltaChannels differently: a
+--     child of a doomed checkpoint with a DeltaChannel it does not store, or a child of a checkpoint
+--     losing writes to a DeltaChannel the child does not store.
+--   entangled: rows that cannot be told apart from those of runs that stay: a special write that
+--     replaced another run's (replaced_run_ids), and a subgraph namespace of a task another run
+--     also wrote to, holding checkpoints without a run id that these runs did not tag.
+tagged AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.run_id
     FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.run_id = ANY (%(run_ids)b::text[])
-), dependents AS (
+    WHERE c.run_id = ANY (%(run_ids)b::text[]) AND c.thread_id = ANY (%(thread_ids)b::text[])
+),
+run_writes AS MATERIALIZED (
+    SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.run_id,
+           w.replaced_run_ids
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = ANY (%(thread_ids)b::text[]) AND w.run_id = ANY (%(run_ids)b::text[])
+),
+-- root tasks with a write that goes: at a doomed root checkpoint, or of the runs
+doomed_tasks AS MATERIALIZED (
+    SELECT w.thread_id, w.task_id
+    FROM tagged AS t
+    JOIN {schema}.pgsaver_writes AS w
+      ON w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = t.checkpoint_id
+    WHERE t.checkpoint_ns = ''
+    UNION
+    SELECT r.thread_id, r.task_id FROM run_writes AS r WHERE r.checkpoint_ns = ''
+),
+-- subgraph namespaces holding checkpoints without a run id, of such a task; shared: the task has
+-- root writes that stay (it sits on a checkpoint that stays, and other runs wrote for it too)
+sub_tasks AS MATERIALIZED (
+    SELECT s.thread_id, s.checkpoint_ns, s.task_id,
+           EXISTS (
+               SELECT 1 FROM {schema}.pgsaver_writes AS w
+               WHERE w.thread_id = s.thread_id AND w.checkpoint_ns = '' AND w.task_id = s.task_id
+                 AND (w.run_id IS NULL OR NOT w.run_id = ANY (%(run_ids)b::text[]))
+                 AND NOT EXISTS (
+                     SELECT 1 FROM tagged AS t
+                     WHERE t.thread_id = w.thread_id AND t.checkpoint_ns = ''
+                       AND t.checkpoint_id = w.checkpoint_id
+                 )
+           ) AS shared
+    FROM (
+        SELECT DISTINCT x.thread_id, x.checkpoint_ns, {_ns_task} AS task_id
+        FROM {schema}.pgsaver_checkpoints AS x
+        WHERE x.thread_id = ANY (%(thread_ids)b::text[]) AND x.checkpoint_ns <> ''
+          AND x.run_id IS NULL
+    ) AS s
+    WHERE EXISTS (
+        SELECT 1 FROM doomed_tasks AS d WHERE d.thread_id = s.thread_id AND d.task_id = s.task_id
+    )
+),
+doomed AS MATERIALIZED (
+    SELECT thread_id, checkpoint_ns, checkpoint_id FROM tagged
+    UNION
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+    FROM sub_tasks AS s
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = s.thread_id AND c.checkpoint_ns = s.checkpoint_ns
+    WHERE NOT s.shared AND c.run_id IS NULL
+),
+-- surviving checkpoints with a doomed child, and whether all their children go
+anchors AS MATERIALIZED (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id AS checkpoint_id
+    FROM doomed AS d
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns AND c.checkpoint_id = d.checkpoint_id
+    WHERE c.parent_checkpoint_id IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM doomed AS e
+          WHERE e.thread_id = c.thread_id AND e.checkpoint_ns = c.checkpoint_ns
+            AND e.checkpoint_id = c.parent_checkpoint_id
+      )
+),
+doomed_writes AS MATERIALIZED (
+    SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.run_id,
+           w.replaced_run_ids, false AS elsewhere
+    FROM doomed AS d
+    JOIN {schema}.pgsaver_writes AS w
+      ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
+    UNION ALL
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.task_id, r.idx, r.channel, r.run_id,
+           r.replaced_run_ids, true
+    FROM run_writes AS r
+    WHERE NOT EXISTS (
+        SELECT 1 FROM doomed AS d
+        WHERE d.thread_id = r.thread_id AND d.checkpoint_ns = r.checkpoint_ns AND d.checkpoint_id = r.checkpoint_id
+    )
+    UNION ALL
+    SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.run_id,
+           w.replaced_run_ids, true
+    FROM anchors AS a
+    JOIN {schema}.pgsaver_checkpoints AS p
+      ON p.thread_id = a.thread_id AND p.checkpoint_ns = a.checkpoint_ns AND p.checkpoint_id = a.checkpoint_id
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN jsonb_typeof(p.metadata -> 'step') = 'number'
+                    THEN (p.metadata ->> 'step')::numeric END AS step
+    ) AS s
+    JOIN {schema}.pgsaver_writes AS w
+      ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns AND w.checkpoint_id = p.checkpoint_id
+    WHERE w.run_id IS NULL
+      AND split_part(w.task_id, '-', 1) IN (
+          'ffffffff',
+          to_char(s.step + 1, CASE WHEN s.step + 1 < 0 THEN 'FM0000000' ELSE 'FM00000000' END),
+          to_char(s.step + 2, CASE WHEN s.step + 2 < 0 THEN 'FM0000000' ELSE 'FM00000000' END)
+      )
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.pgsaver_checkpoints AS k
+          WHERE k.thread_id = p.thread_id AND k.checkpoint_ns = p.checkpoint_ns
+            AND k.parent_checkpoint_id = p.checkpoint_id
+            AND NOT EXISTS (
+                SELECT 1 FROM doomed AS d
+                WHERE d.thread_id = k.thread_id AND d.checkpoint_ns = k.checkpoint_ns
+                  AND d.checkpoint_id = k.checkpoint_id
+            )
+      )
+),
+delta_dependents AS (
     SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, d.checkpoint_id AS needs
     FROM doomed AS d
     JOIN {schema}.pgsaver_checkpoints AS x
       ON x.thread_id = d.thread_id AND x.checkpoint_ns = d.checkpoint_ns
      AND x.parent_checkpoint_id = d.checkpoint_id
-    WHERE (x.run_id IS NULL OR NOT x.run_id = ANY (%(run_ids)b::text[]))
+    WHERE x.thread_id = ANY (%(thread_ids)b::text[]) AND NOT EXISTS (
+        SELECT 1 FROM doomed AS e
+        WHERE e.thread_id = x.thread_id AND e.checkpoint_ns = x.checkpoint_ns AND e.checkpoint_id = x.checkpoint_id
+    )
       AND EXISTS (SELECT 1 FROM unnest({_x_delta}) AS k WHERE NOT ({_x_stores_k}))
-), allowed AS (
-    SELECT NOT EXISTS (SELECT 1 FROM dependents) AS ok
-), deleted_writes AS (
-    DELETE FROM {schema}.pgsaver_writes AS w
-    USING doomed AS d, allowed
-    WHERE allowed.ok AND w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
-      AND w.checkpoint_id = d.checkpoint_id
-    RETURNING 1
-), deleted AS (
-    DELETE FROM {schema}.pgsaver_checkpoints AS c
-    USING doomed AS d, allowed
-    WHERE allowed.ok AND c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
-      AND c.checkpoint_id = d.checkpoint_id
-    RETURNING c.thread_id
-), refs AS (
+    UNION
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, g.checkpoint_id
+    FROM (
+        SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id, channel
+        FROM doomed_writes WHERE elsewhere
+    ) AS g
+    JOIN {schema}.pgsaver_checkpoints AS x
+      ON x.thread_id = g.thread_id AND x.checkpoint_ns = g.checkpoint_ns
+     AND x.parent_checkpoint_id = g.checkpoint_id
+    CROSS JOIN LATERAL (SELECT g.channel AS k) AS ch
+    WHERE x.thread_id = ANY (%(thread_ids)b::text[]) AND NOT EXISTS (
+        SELECT 1 FROM doomed AS e
+        WHERE e.thread_id = x.thread_id AND e.checkpoint_ns = x.checkpoint_ns AND e.checkpoint_id = x.checkpoint_id
+    )
+      -- a DeltaChannel of the child (listed in its counters, with a version or not) it does not store
+      AND jsonb_typeof(x.metadata -> 'counters_since_delta_snapshot') = 'object'
+      AND x.metadata -> 'counters_since_delta_snapshot' ? ch.k
+      AND NOT ({_x_stores_k})
+),
+entangled AS (
+    SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.run_id,
+           w.replaced_run_ids
+    FROM doomed_writes AS w
+    WHERE w.elsewhere AND EXISTS (
+        SELECT 1 FROM unnest(w.replaced_run_ids) AS r (id)
+        WHERE r.id IS NULL OR NOT r.id = ANY (%(run_ids)b::text[])
+    )
+    UNION ALL
+    SELECT DISTINCT s.thread_id, s.checkpoint_ns, NULL, s.task_id, NULL, r.run_id, NULL::text[]
+    FROM sub_tasks AS s
+    JOIN run_writes AS r
+      ON r.thread_id = s.thread_id AND r.checkpoint_ns = '' AND r.task_id = s.task_id
+    WHERE s.shared
+      -- a run that tagged rows of the subgraph passed its id down (config metadata): its rows
+      -- there carry it, and the rows without one are another run's
+      AND NOT EXISTS (
+          SELECT 1 FROM tagged AS t
+          WHERE t.thread_id = s.thread_id AND t.checkpoint_ns = s.checkpoint_ns AND t.run_id = r.run_id
+      )
+      AND NOT EXISTS (
+          SELECT 1 FROM run_writes AS o
+          WHERE o.thread_id = s.thread_id AND o.checkpoint_ns = s.checkpoint_ns AND o.run_id = r.run_id
+      )
+),
+missing AS (
+    SELECT ARRAY(
+        SELECT r FROM unnest(%(run_ids)b::text[]) AS r
+        WHERE NOT EXISTS (SELECT 1 FROM tagged AS t WHERE t.run_id = r)
+          AND NOT EXISTS (SELECT 1 FROM run_writes AS w WHERE w.run_id = r)
+        ORDER BY 1
+    ) AS ids
+),
+refs AS (
+    -- the values the surviving checkpoints of the threads that lose checkpoints reference
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
     FROM {schema}.pgsaver_checkpoints AS c
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
     WHERE c.thread_id IN (SELECT thread_id FROM doomed)
-      AND NOT (c.run_id IS NOT NULL AND c.run_id = ANY (%(run_ids)b::text[]))
-), deleted_blobs AS (
+      AND NOT EXISTS (
+          SELECT 1 FROM doomed AS d
+          WHERE d.thread_id = c.thread_id AND d.checkpoint_ns = c.checkpoint_ns AND d.checkpoint_id = c.checkpoint_id
+      )
+)
+
+-- name: _runs_result
+-- The rows delete_for_runs and its plan return, from the CTEs of _runs_doomed and gone (thread_id,
+-- size), gone_writes (thread_id, size), gone_blobs (size):
+--   kind 0: checkpoints, writes, blobs, threads, bytes, the run ids that matched nothing;
+--   kind 1: a surviving checkpoint (thread, namespace, id) and the checkpoint it needs (a doomed
+--           one, or one whose writes go);
+--   kind 2: entangled rows: thread, namespace, checkpoint (NULL: a subgraph namespace), task,
+--           channel, run id, the run ids its write replaced.
+SELECT 0 AS kind, NULL::text AS thread_id, NULL::text AS checkpoint_ns, NULL::text AS checkpoint_id,
+       NULL::text AS a, NULL::text AS channel, NULL::text AS run_id, NULL::text[] AS replaced,
+       (SELECT count(*) FROM gone) AS checkpoints, (SELECT count(*) FROM gone_writes) AS writes,
+       (SELECT count(*) FROM gone_blobs) AS blobs,
+       (SELECT count(*) FROM (SELECT thread_id FROM gone UNION SELECT thread_id FROM gone_writes) AS t),
+       coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
+           + coalesce((SELECT sum(size) FROM gone_blobs), 0),
+       (SELECT ids FROM missing)
+UNION ALL
+SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM delta_dependents
+UNION ALL
+SELECT 2, thread_id, checkpoint_ns, checkpoint_id, task_id, channel, run_id, replaced_run_ids,
+       NULL, NULL, NULL, NULL, NULL, NULL
+FROM entangled
+
+-- name: delete_for_runs
+-- Every row the runs wrote (_runs_doomed), then the values no surviving checkpoint references -- unless
+-- that would change a surviving checkpoint (delta_dependents) or cannot be told apart from another
+-- run's rows (entangled): then nothing is deleted and those are returned (_runs_result).
+WITH {_runs_doomed},
+allowed AS (
+    SELECT NOT EXISTS (SELECT 1 FROM delta_dependents) AND NOT EXISTS (SELECT 1 FROM entangled) AS ok
+),
+gone_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    USING doomed_writes AS d, allowed
+    WHERE allowed.ok AND w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+      AND w.checkpoint_id = d.checkpoint_id AND w.task_id = d.task_id AND w.idx = d.idx
+    RETURNING w.thread_id, pg_column_size(w.*) AS size
+),
+gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    USING doomed AS d, allowed
+    WHERE allowed.ok AND c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.checkpoint_id = d.checkpoint_id
+    RETURNING c.thread_id, pg_column_size(c.*) AS size
+),
+gone_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs AS b
     USING allowed
     WHERE allowed.ok AND b.thread_id IN (SELECT thread_id FROM doomed)
@@ -1053,13 +1301,37 @@ WITH doomed AS (
           WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
             AND r.channel = b.channel AND r.version = b.version
       )
-    RETURNING 1
+    RETURNING pg_column_size(b.*) AS size
 )
-SELECT 0, NULL, NULL, NULL, NULL,
-       (SELECT count(*) FROM deleted), (SELECT count(*) FROM deleted_writes), (SELECT count(*) FROM deleted_blobs),
-       (SELECT count(DISTINCT thread_id) FROM deleted)
-UNION ALL
-SELECT 1, thread_id, checkpoint_ns, checkpoint_id, needs, NULL, NULL, NULL, NULL FROM dependents
+{_runs_result}
+
+-- name: delete_for_runs_plan
+-- delete_for_runs(dry_run=True): the same rows, counting what would go, deleting nothing.
+WITH {_runs_doomed},
+gone_writes AS (
+    SELECT w.thread_id, pg_column_size(w.*) AS size
+    FROM doomed_writes AS d
+    JOIN {schema}.pgsaver_writes AS w
+      ON w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+     AND w.checkpoint_id = d.checkpoint_id AND w.task_id = d.task_id AND w.idx = d.idx
+),
+gone AS (
+    SELECT c.thread_id, pg_column_size(c.*) AS size
+    FROM doomed AS d
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns AND c.checkpoint_id = d.checkpoint_id
+),
+gone_blobs AS (
+    SELECT pg_column_size(b.*) AS size
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id IN (SELECT thread_id FROM doomed)
+      AND NOT EXISTS (
+          SELECT 1 FROM refs AS r
+          WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
+            AND r.channel = b.channel AND r.version = b.version
+      )
+)
+{_runs_result}
 
 -- name: _threads_after
 -- The recursive CTE t: the distinct thread ids after %(after)s, in order, one primary-key probe

@@ -52,6 +52,7 @@ def seeded(db_dsn: str) -> tuple[str, PostgresSaver, Any]:
             target = hist
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute("UPDATE pgsaver_checkpoints SET run_id = 'run-' || checkpoint_id")
+        conn.execute("UPDATE pgsaver_writes SET run_id = 'run-' || checkpoint_id")
         conn.execute("ANALYZE")
     yield db_dsn, saver, target
     saver.close()
@@ -102,7 +103,16 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
         "copy thread": (q["copy_thread"], {"source": tid, "target": "new-thread"}),
         "delete thread": (q["delete_thread"], {"thread_id": tid}),
         "delete threads": (q["delete_threads"], {"thread_ids": [tid], "idle_for": None}),
-        "delete for runs": (q["delete_for_runs"], {"run_ids": [f"run-{last}"]}),
+        "threads of runs": (q["runs_threads"], {"run_ids": [f"run-{last}"]}),
+        "lock threads of runs": (q["lock_threads_of_runs"], {"run_ids": [f"run-{last}"]}),
+        "delete for runs": (
+            q["delete_for_runs"],
+            {"run_ids": [f"run-{last}"], "thread_ids": [tid]},
+        ),
+        "delete for runs plan": (
+            q["delete_for_runs_plan"],
+            {"run_ids": [f"run-{last}"], "thread_ids": [tid]},
+        ),
         "threads after": (q["threads_after"], {"after": tid, "limit": 100}),
         "idle threads": (q["idle_threads"], {"thread_ids": [tid], "idle_for": "1 day"}),
         "delete idle threads": (q["delete_threads"], {"thread_ids": [tid], "idle_for": "1 day"}),

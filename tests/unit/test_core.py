@@ -5,9 +5,11 @@ from __future__ import annotations
 import enum
 import json
 import math
+import uuid
 from datetime import datetime, timezone
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -274,6 +276,57 @@ def test_put_writes_params_idx_rules() -> None:
         _core.put_writes_params(SERDE, cfg(thread_id="t", checkpoint_id="c"), [], "task", "")
         is None
     )
+
+
+RUN = uuid.UUID(int=7)
+
+
+@pytest.mark.parametrize(
+    ("config", "metadata", "expected"),
+    [
+        # the checkpoint's own metadata, then the config's metadata, configurable, top level
+        ({"metadata": {"run_id": "m"}, "run_id": RUN}, {"run_id": "own"}, "own"),
+        ({"metadata": {"run_id": "m"}, "configurable": {"run_id": "c"}, "run_id": RUN}, {}, "m"),
+        ({"configurable": {"run_id": "c"}, "run_id": RUN}, None, "c"),
+        ({"run_id": RUN}, {}, str(RUN)),
+        ({"metadata": {"run_id": RUN}}, None, str(RUN)),
+        ({"configurable": {"run_id": 42}}, None, "42"),
+        # what is no run id is passed over: bools, floats, None, a metadata that is no dict
+        ({"metadata": {"run_id": True}, "run_id": RUN}, {"run_id": 1.5}, str(RUN)),
+        ({"metadata": "not a dict", "configurable": {"run_id": None}}, None, None),
+        ({}, None, None),
+    ],
+)
+def test_run_id_of_takes_the_first_run_id_a_config_carries(
+    config: dict[str, Any], metadata: dict[str, Any] | None, expected: str | None
+) -> None:
+    assert _core.run_id_of(config, metadata) == expected  # type: ignore[arg-type]
+
+
+def test_put_and_put_writes_store_the_same_run_id() -> None:
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_id": "c"}, "run_id": RUN}
+    writes = _core.put_writes_params(SERDE, config, [("x", 1)], "task", "")
+    assert writes is not None
+    assert writes.params["run_id"] == str(RUN)
+    checkpoint: Any = {
+        "v": 4,
+        "id": "c2",
+        "ts": "t",
+        "channel_values": {},
+        "channel_versions": {},
+        "versions_seen": {},
+    }
+    put = _core.put_params(SERDE, config, checkpoint, {"source": "loop", "step": 1}, {})
+    assert put.params["run_id"] == str(RUN)
+    # the stored metadata is LangGraph's: the top-level run id is not added to it
+    assert "run_id" not in put.params["metadata"]
+    no_run = _core.put_writes_params(
+        SERDE, cfg(thread_id="t", checkpoint_id="c"), [("x", 1)], "task", ""
+    )
+    assert no_run is not None
+    assert no_run.params["run_id"] is None
+    with pytest.raises(InvalidInputError, match="NUL"):
+        _core.put_writes_params(SERDE, {**config, "run_id": "a\x00b"}, [("x", 1)], "task", "")
 
 
 def test_ordinary_writes_go_as_scalars_up_to_the_limit() -> None:

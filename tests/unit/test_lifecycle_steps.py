@@ -26,7 +26,12 @@ from langgraph_pg_saver._lifecycle import (
     Stmt,
 )
 from langgraph_pg_saver._sql import queries_for
-from langgraph_pg_saver.errors import DeltaDependencyError, InvalidInputError, ThreadNotEmptyError
+from langgraph_pg_saver.errors import (
+    DeltaDependencyError,
+    EntangledRunError,
+    InvalidInputError,
+    ThreadNotEmptyError,
+)
 
 Q = queries_for("public")
 SERDE = JsonPlusSerializer()
@@ -565,50 +570,100 @@ def test_copy_thread_rerun_after_a_transient_error_starts_from_the_check() -> No
 # --------------------------------------------------------------------------- delete_for_runs
 
 
-def _runs_step(ids: list[str]) -> Step:
-    params = {"run_ids": ids}
-    return Step(
-        (Stmt(Q["lock_threads_of_runs"], params), Stmt(Q["delete_for_runs"], params)),
-        DEFAULT_LOCK_TIMEOUT,
+def _summary(*counts: int, missing: list[str] | None = None) -> tuple[Any, ...]:
+    """The kind-0 row of delete_for_runs: checkpoints, writes, blobs, threads, bytes, missing."""
+    return (0, None, None, None, None, None, None, None, *counts, missing or [])
+
+
+def test_delete_for_runs_locks_the_runs_threads_then_deletes_there_in_one_transaction() -> None:
+    driver = FakeDriver(
+        {
+            "lock_threads_of_runs": [[(["t1", "t2"],)]],
+            "delete_for_runs": [[_summary(4, 6, 2, 2, 900)]],
+        }
+    )
+    report = driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1", "r2"]))
+    # the delete is the lock step's continuation: the same transaction, on the threads it locked
+    assert driver.names() == [("lock_threads_of_runs",), ("delete_for_runs",)]
+    first, second = driver.steps
+    assert first == Step(
+        (Stmt(Q["lock_threads_of_runs"], {"run_ids": ["r1", "r2"]}),), DEFAULT_LOCK_TIMEOUT
+    )
+    assert first.then is not None
+    assert first.transactional
+    assert second == Step(
+        (Stmt(Q["delete_for_runs"], {"run_ids": ["r1", "r2"], "thread_ids": ["t1", "t2"]}),)
+    )
+    assert report == Report(threads=2, checkpoints=4, writes=6, blobs=2, bytes=900, batches=1)
+
+
+def test_a_dry_run_of_delete_for_runs_locks_nothing_and_plans() -> None:
+    driver = FakeDriver(
+        {
+            "runs_threads": [[(["t1"],)]],
+            "delete_for_runs_plan": [[_summary(1, 2, 3, 1, 50, missing=["nope"])]],
+        }
+    )
+    report = driver.run(_lifecycle.delete_for_runs(Q, ["r", "nope"], dry_run=True))
+    assert driver.names() == [("runs_threads",), ("delete_for_runs_plan",)]
+    assert driver.steps[0].lock_timeout is None
+    assert report == Report(
+        threads=1, checkpoints=1, writes=2, blobs=3, bytes=50, dry_run=True, missing=["nope"]
     )
 
 
-def test_delete_for_runs_reports_the_summary_row() -> None:
-    driver = FakeDriver({"delete_for_runs": [[(0, None, None, None, None, 4, 6, 2, 3)]]})
-    report = driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1", "r2"]))
-    assert driver.names() == [("lock_threads_of_runs", "delete_for_runs")]
-    assert driver.steps == [_runs_step(["r1", "r2"])]
-    assert driver.steps[0].transactional
-    assert report == Report(threads=3, checkpoints=4, writes=6, blobs=2, batches=1)
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_runs_without_a_thread_match_nothing_and_are_named(dry_run: bool) -> None:
+    first = "runs_threads" if dry_run else "lock_threads_of_runs"
+    driver = FakeDriver({first: [[([],)]]})
+    report = driver.run(_lifecycle.delete_for_runs(Q, ["b", "a"], dry_run=dry_run))
+    assert driver.names() == [(first,)]
+    assert report == Report(dry_run=dry_run, missing=["a", "b"])
 
 
 def test_delete_for_runs_refuses_when_survivors_depend_on_the_runs() -> None:
     rows: Rows = [
-        (0, None, None, None, None, 0, 0, 0, 0),
-        (1, "t1", "", "c3", "c2", None, None, None, None),
-        (1, "t2", "sub", "c9", "c8", None, None, None, None),
+        _summary(0, 0, 0, 0, 0),
+        (1, "t1", "", "c3", "c2", None, None, None, None, None, None, None, None, None),
+        (1, "t2", "sub", "c9", "c8", None, None, None, None, None, None, None, None, None),
     ]
-    driver = FakeDriver({"delete_for_runs": [rows]})
+    driver = FakeDriver({"lock_threads_of_runs": [[(["t1", "t2"],)]], "delete_for_runs": [rows]})
     with pytest.raises(DeltaDependencyError) as info:
         driver.run(_lifecycle.delete_for_runs(Q, ["r2", "r1"]))
     assert info.value.run_ids == ("r1", "r2")
     assert info.value.dependents == (("t1", "", "c3", "c2"), ("t2", "sub", "c9", "c8"))
     assert "t1/(root)/c3 needs c2" in str(info.value)
     assert "t2/sub/c9 needs c8" in str(info.value)
-    assert driver.steps == [_runs_step(["r1", "r2"])]
+    assert "nothing was deleted" in str(info.value)
 
 
-def test_delete_for_runs_finds_the_summary_wherever_it_is() -> None:
-    rows: Rows = [(0, None, None, None, None, 1, 2, 3, 1)]
-    driver = FakeDriver({"delete_for_runs": [rows]})
-    assert driver.run(_lifecycle.delete_for_runs(Q, ("r",))) == Report(
-        threads=1, checkpoints=1, writes=2, blobs=3, batches=1
+def test_delete_for_runs_refuses_rows_it_cannot_tell_from_another_runs() -> None:
+    rows: Rows = [
+        (2, "t", "", "c1", "task-1", "__interrupt__", "r2", ["r1"], *[None] * 6),
+        (2, "t", "child:task-1", None, "task-1", None, "r2", None, *[None] * 6),
+        _summary(0, 0, 0, 0, 0),
+    ]
+    driver = FakeDriver({"lock_threads_of_runs": [[(["t"],)]], "delete_for_runs": [rows]})
+    with pytest.raises(EntangledRunError) as info:
+        driver.run(_lifecycle.delete_for_runs(Q, ["r2"]))
+    assert info.value.run_ids == ("r2",)
+    assert info.value.rows == (
+        ("t", "", "c1", "task-1", "__interrupt__", "r2", ("r1",)),
+        ("t", "child:task-1", None, "task-1", None, "r2", ()),
     )
+    text = str(info.value)
+    assert (
+        "t/(root)/c1: run 'r2''s __interrupt__ write of task task-1 replaced the write of 'r1'"
+        in text
+    )
+    assert "subgraph namespace t/child:task-1 of task task-1" in text
+    assert "nothing was deleted" in text
 
 
 def test_delete_for_no_runs_yields_nothing() -> None:
     driver = FakeDriver()
     assert driver.run(_lifecycle.delete_for_runs(Q, [])) == Report()
+    assert driver.run(_lifecycle.delete_for_runs(Q, [], dry_run=True)) == Report(dry_run=True)
     assert driver.steps == []
 
 
