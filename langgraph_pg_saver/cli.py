@@ -1333,19 +1333,68 @@ def delete_thread(
 
 @main_group.command("delete-runs")
 @click.argument("run_ids", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option(
+    "--missing-ok",
+    is_flag=True,
+    help="A given run id that matches no checkpoint and no write is named in a warning and the "
+    "command goes on to delete the others; without it, such an id fails the command (exit 1) and "
+    "nothing changes.",
+)
 @json_option
 @pass_ctx
-def delete_runs(c: Ctx, run_ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Delete the checkpoints and writes these runs created (refused, deleting nothing, when a
-    surviving checkpoint's DeltaChannels are rebuilt from them)."""
-    if sys.stdin.isatty() and not yes:
-        click.confirm(
-            f"Delete what {_plural(len(set(run_ids)), 'run')} created?", abort=True, err=True
-        )
+def delete_runs(
+    c: Ctx, run_ids: tuple[str, ...], dry_run: bool, yes: bool, missing_ok: bool, as_json: bool
+) -> None:
+    """Delete every row these runs wrote: their checkpoints, their writes wherever LangGraph
+    stored them, and the values only those checkpoints referenced. An id that matches nothing
+    fails the command (exit 1) and nothing is deleted, unless --missing-ok; so does a delete that
+    would change a checkpoint that stays (its DeltaChannels are rebuilt from these runs, or their
+    rows cannot be told from another run's)."""
+    ids = list(run_ids)
     with c.saver() as saver:
-        report = saver.delete_for_runs(list(run_ids))
+        # the plan first, always: it names the unknown ids, and raises the refusal the delete
+        # would, before anything is deleted
+        plan = saver.delete_for_runs(ids, dry_run=True)
+        if dry_run:
+            _print_report(plan, as_json, "would delete")
+            _name_missing_runs(plan, missing_ok, _WOULD_REFUSE)
+            return
+        if plan.missing and not missing_ok:
+            if as_json:
+                emit_json(plan.as_dict())
+            _name_missing_runs(plan, False, _NOTHING_DELETED.format("deleted"))
+        if _asks(yes):
+            _print_report(plan, False, "would delete", err=True)
+            if plan.missing:
+                click.echo(f"  {_no_such_runs(plan.missing)}: skipped", err=True)
+            if not plan.checkpoints and not plan.writes:
+                click.echo("nothing to delete", err=True)
+                return
+            found = len(set(ids)) - len(plan.missing)
+            click.confirm(f"Delete what {_plural(found, 'run')} wrote?", abort=True, err=True)
+        report = saver.delete_for_runs(ids)
     _print_report(report, as_json, "deleted")
+    _name_missing_runs(report, missing_ok, "")
+
+
+def _no_such_runs(ids: Sequence[str]) -> str:
+    names = ", ".join(repr(r) for r in ids)
+    if len(ids) == 1:
+        return f"no such run: {names} (no checkpoint or write carries this run id)"
+    return f"no such runs: {names} (no checkpoint or write carries these run ids)"
+
+
+def _name_missing_runs(report: Report, missing_ok: bool, consequence: str) -> None:
+    """_name_missing for run ids: a warning with ``missing_ok``, else an error (exit 1)."""
+    if not report.missing:
+        return
+    if missing_ok:
+        click.echo(f"warning: {_no_such_runs(report.missing)} (skipped)", err=True)
+        return
+    click.echo(f"error: {_no_such_runs(report.missing)}{consequence}", err=True)
+    sys.exit(1)
 
 
 # --------------------------------------------------------------------------- import

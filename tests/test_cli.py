@@ -607,6 +607,66 @@ def test_on_a_terminal_destructive_commands_show_their_plan_and_ask(filled: str)
     assert checkpoints_of(filled, "t-fresh") == 0
 
 
+def test_delete_runs_names_unknown_ids_plans_and_refuses_before_deleting(db_dsn: str) -> None:
+    exit_run = str(uuid.uuid4())
+    with PostgresSaver.from_conn_string(db_dsn, max_size=1) as saver:
+        chat = delta_chat().compile(checkpointer=saver)
+        for i in range(3):
+            chat.invoke(
+                {"messages": [f"hi{i}"]}, {**_thread("d"), "metadata": {"run_id": f"run-{i}"}}
+            )
+        # plain LangGraph: the run id at the top of the config; exit durability stores this run's
+        # DeltaChannel writes on run-2's last checkpoint
+        chat.invoke(
+            {"messages": ["secret"]}, {**_thread("d"), "run_id": exit_run}, durability="exit"
+        )
+    before = stored(db_dsn)
+
+    for args in (["nope"], [exit_run, "nope", "other"]):
+        done = cli("delete-runs", *args, dsn=db_dsn, check=1)
+        assert done.stderr.startswith("error: no such run")
+        assert "'nope'" in done.stderr
+        assert "nothing was deleted" in done.stderr
+        assert repr(exit_run) not in done.stderr
+        assert done.stdout == ""
+    assert "no such runs: 'nope', 'other'" in done.stderr
+    plan = cli_json("delete-runs", exit_run, "--dry-run", dsn=db_dsn)
+    assert (plan["checkpoints"], plan["writes"], plan["threads"]) == (1, 2, 1)
+    assert (plan["dry_run"], plan["missing"]) == (True, [])
+    text = cli("delete-runs", exit_run, "nope", "--dry-run", dsn=db_dsn, check=1)
+    assert text.stdout.startswith("would delete 1 checkpoint, 2 writes, ")
+    assert "error: no such run: 'nope'" in text.stderr
+    # run-2's last checkpoint holds what the exit run's checkpoint rebuilds its messages from
+    refused = cli("delete-runs", "run-2", dsn=db_dsn, check=1)
+    assert refused.stderr.startswith("error: delete_for_runs refused: surviving checkpoints")
+    assert "nothing was deleted" in refused.stderr
+    assert stored(db_dsn) == before
+
+    done = cli("delete-runs", exit_run, "nope", "--missing-ok", "--json", dsn=db_dsn)
+    report = json.loads(done.stdout)
+    assert (report["checkpoints"], report["writes"], report["missing"]) == (1, 2, ["nope"])
+    assert "no such run: 'nope'" in done.stderr
+    with psycopg.connect(db_dsn) as conn:
+        left = conn.execute("SELECT count(*) FROM pgsaver_writes WHERE run_id = %s", (exit_run,))
+        assert left.fetchone() == (0,)
+
+    # on a terminal: the plan, then a question
+    after = stored(db_dsn)
+    code, out = _pty_run(["delete-runs", "run-2"], db_dsn, "n")
+    assert code == 1, out
+    assert "would delete 3 checkpoints" in out
+    assert "Delete what 1 run wrote? [y/N]" in out
+    assert stored(db_dsn) == after
+    code, out = _pty_run(["delete-runs", "run-2"], db_dsn, "y")
+    assert code == 0, out
+    assert "deleted 3 checkpoints" in out
+    assert len(stored(db_dsn)["checkpoints"]) == len(after["checkpoints"]) - 3
+
+
+def _thread(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
 # --------------------------------------------------------------------------- reencrypt
 
 
