@@ -18,5 +18,17 @@ ALTER TABLE {schema}.pgsaver_writes
 -- Which threads a run wrote to: its checkpoints say (pgsaver_checkpoints_run_id_idx), except for a
 -- run that stored none, as one that resumed an interrupt and stopped at the next one: it stored only
 -- writes to special channels. Only those are indexed, so the hot path's ordinary writes pay nothing.
+-- The build reads the whole writes table under a SHARE lock (put_writes waits). On a large table,
+-- add the columns and build it first without blocking (docs/guide.md, "Upgrades"); this migration
+-- then finds them. A concurrent build that failed leaves an invalid index, built again here.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_index
+               WHERE indexrelid = to_regclass('{schema}.pgsaver_writes_run_id_idx')
+                 AND NOT indisvalid) THEN
+        DROP INDEX {schema}.pgsaver_writes_run_id_idx;
+    END IF;
+END
+$$;
 CREATE INDEX IF NOT EXISTS pgsaver_writes_run_id_idx
     ON {schema}.pgsaver_writes (run_id) WHERE run_id IS NOT NULL AND idx < 0;
