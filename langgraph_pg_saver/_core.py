@@ -214,12 +214,29 @@ def run_id_of(config: RunnableConfig, metadata: Mapping[str, Any] | None = None)
                 return _text(value, "run_id")
     value = config.get("run_id")
     if value is not None and _is_run_id(value):
+        if type(value) is uuid.UUID:
+            return _uuid_text(value)
         return _text(value, "config run_id")
     return None
 
 
 def _is_run_id(value: object) -> bool:
     return isinstance(value, (str, int, uuid.UUID)) and not isinstance(value, bool)
+
+
+#: the last top-level run id seen and its text: LangGraph passes the same UUID object to every put
+#: and put_writes of a run, and str(UUID) costs more than the rest of run_id_of
+_LAST_UUID: tuple[uuid.UUID, str] | None = None
+
+
+def _uuid_text(value: uuid.UUID) -> str:
+    global _LAST_UUID
+    last = _LAST_UUID
+    if last is not None and last[0] is value:
+        return last[1]
+    text = str(value)
+    _LAST_UUID = (value, text)
+    return text
 
 
 def _reject(obj: Any) -> Any:
