@@ -345,9 +345,17 @@ def test_a_thread_written_on_both_sides_is_listed_not_merged(db_dsn: str) -> Non
             assert (r.threads, r.checkpoints, r.writes, r.blobs) == (0, 0, 0, 0)
             assert r.unchanged_threads == 1  # "ours": written here only, nothing new there
         assert _states(saver, "delta", "both") == ours_before
-        # a new source checkpoint whose parent was pruned here does not come over either
-        _turns(official, "ours", 1, start=3)
-        assert saver.import_official().diverged == ["both", "ours"]
+        # a new source checkpoint that does not extend the imported head (time travel on the
+        # official side: a fork from an older checkpoint) does not come over either
+        _turns(official, "fork", 3)
+        saver.import_official()
+        older = list(official.list({"configurable": {"thread_id": "fork"}}))[3].config
+        delta_chat().compile(checkpointer=official).invoke({"messages": ["again"]}, older)
+        held = _states(saver, "delta", "fork")
+        report = saver.import_official()
+        assert report.diverged == ["both", "fork"]
+        assert report.checkpoints == 0
+        assert _states(saver, "delta", "fork") == held
 
 
 def test_imported_checkpoints_keep_their_age(db_dsn: str) -> None:
@@ -439,9 +447,10 @@ def test_threads_imported_by_a_release_without_the_record(db_dsn: str) -> None:
     """A database imported into before migration 0010 holds no record: a thread it holds counts
     as imported up to its newest checkpoint in each namespace; one deleted here cannot be told
     from a thread never imported, and comes back."""
-    with OfficialSaver.from_conn_string(db_dsn) as official, PostgresSaver.from_conn_string(
-        db_dsn
-    ) as saver:
+    with (
+        OfficialSaver.from_conn_string(db_dsn) as official,
+        PostgresSaver.from_conn_string(db_dsn) as saver,
+    ):
         official.setup()
         _run_some(official)
         saver.import_official()
