@@ -128,12 +128,18 @@ WHERE NOT EXISTS (SELECT 1 FROM {self.tables["checkpoints"]} AS c WHERE c.thread
 ORDER BY 1
 """.encode()
 
-    def candidates(self, q: Queries) -> bytes:
+    def candidates(self, q: Queries, *, dry_run: bool) -> bytes:
         """The source checkpoints of ``thread_ids`` that may be new: neither covered by the record
-        of an earlier import nor held here. The locked statement (``apply``) decides."""
+        of an earlier import nor held here. The locked statement (``apply``) decides. A dry run
+        needs only their keys and ``ts``."""
         s = q.schema_sql
+        what = (
+            "jsonb_build_object('ts', c.checkpoint -> 'ts'), NULL"
+            if dry_run
+            else "c.checkpoint, c.metadata"
+        )
         return f"""
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.metadata
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, {what}
 FROM {self.tables["checkpoints"]} AS c
 WHERE c.thread_id = ANY (%(thread_ids)s::text[])
   AND (c.thread_id = ANY (%(reimport)s::text[]) OR NOT EXISTS (
@@ -147,12 +153,28 @@ WHERE c.thread_id = ANY (%(thread_ids)s::text[])
 ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
 """.encode()
 
-    def _plan(self, q: Queries) -> str:
+    def _plan(self, q: Queries, *, dry_run: bool) -> str:
         """The CTEs that decide, under the threads' locks, what of ``thread_ids`` to copy (the
-        rules of the module's docstring): ``imp`` the checkpoints, ``wsrc`` the writes, ``refs`` the
-        blobs their checkpoints reference, ``bad`` the threads left out as diverged."""
+        rules of the module's docstring): ``imp`` the checkpoints, ``wsrc`` the writes, ``bsrc``
+        the values their checkpoints reference, ``bad`` the threads left out as diverged.
+
+        A dry run leaves out of ``wsrc`` and ``bsrc`` the rows already here, to count them; the
+        real run lets ``ON CONFLICT`` skip them (a lookup in a table that the same statement is
+        filling would read every row it inserted so far, invisible but on the pages)."""
         t = self.tables
         s = q.schema_sql
+        new_writes = new_blobs = ""
+        if dry_run:
+            new_writes = f"""
+      AND NOT EXISTS (
+          SELECT 1 FROM {s}.pgsaver_writes AS o
+          WHERE o.thread_id = w.thread_id AND o.checkpoint_ns = w.checkpoint_ns
+            AND o.checkpoint_id = w.checkpoint_id AND o.task_id = w.task_id AND o.idx = w.idx)"""
+            new_blobs = f"""
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {s}.pgsaver_blobs AS o
+        WHERE o.thread_id = b.thread_id AND o.checkpoint_ns = b.checkpoint_ns
+          AND o.channel = b.channel AND o.version = b.version)"""
         return f"""
 WITH RECURSIVE mode AS (
     SELECT t.thread_id, h.newest,
@@ -207,15 +229,15 @@ WITH RECURSIVE mode AS (
        AND k.checkpoint_id = f.checkpoint_id
     WHERE f.fresh
 ), linked AS (
-    -- the new checkpoints that extend what is here: from the namespace's head (still here), or
-    -- from no parent in a namespace without one, then their children among the new ones
+    -- the new checkpoints of imported threads that extend what is here: from the namespace's
+    -- head (still here), or from no parent in a namespace without one, then their children
     SELECT d.thread_id, d.checkpoint_ns, d.checkpoint_id FROM cand AS d
-    WHERE d.mode = 'full'
-       OR (d.parent IS NULL AND d.head IS NULL)
-       OR (d.parent = d.head AND EXISTS (
-               SELECT 1 FROM {s}.pgsaver_checkpoints AS h
-               WHERE h.thread_id = d.thread_id AND h.checkpoint_ns = d.checkpoint_ns
-                 AND h.checkpoint_id = d.parent))
+    WHERE d.mode <> 'full'
+      AND ((d.parent IS NULL AND d.head IS NULL)
+           OR (d.parent = d.head AND EXISTS (
+                   SELECT 1 FROM {s}.pgsaver_checkpoints AS h
+                   WHERE h.thread_id = d.thread_id AND h.checkpoint_ns = d.checkpoint_ns
+                     AND h.checkpoint_id = d.parent)))
     UNION ALL
     SELECT d.thread_id, d.checkpoint_ns, d.checkpoint_id
     FROM cand AS d
@@ -249,11 +271,13 @@ WITH RECURSIVE mode AS (
         ON r.source = %(source)s AND r.thread_id = c.thread_id AND r.checkpoint_ns = c.checkpoint_ns
     WHERE r.last_id IS NULL OR c.checkpoint_id > r.last_id
 ), bad AS (
-    SELECT d.thread_id FROM cand AS d
-    WHERE NOT EXISTS (
-        SELECT 1 FROM linked AS l
-        WHERE l.thread_id = d.thread_id AND l.checkpoint_ns = d.checkpoint_ns
-          AND l.checkpoint_id = d.checkpoint_id)
+    -- threads with a new checkpoint that does not extend what is here (fewer linked than new),
+    -- and threads written here since that have something new in the source
+    SELECT d.thread_id
+    FROM (SELECT c.thread_id, count(*) AS n FROM cand AS c WHERE c.mode <> 'full' GROUP BY 1) AS d
+    LEFT JOIN (SELECT l.thread_id, count(*) AS n FROM linked AS l GROUP BY 1) AS k
+        ON k.thread_id = d.thread_id
+    WHERE k.n IS DISTINCT FROM d.n
     UNION
     SELECT g.thread_id FROM changed AS g
     WHERE EXISTS (SELECT 1 FROM cand AS d WHERE d.thread_id = g.thread_id)
@@ -281,11 +305,7 @@ WITH RECURSIVE mode AS (
            OR (m.mode = 'full' AND EXISTS (
                    SELECT 1 FROM {s}.pgsaver_checkpoints AS h
                    WHERE h.thread_id = w.thread_id AND h.checkpoint_ns = w.checkpoint_ns
-                     AND h.checkpoint_id = w.checkpoint_id)))
-      AND NOT EXISTS (
-          SELECT 1 FROM {s}.pgsaver_writes AS o
-          WHERE o.thread_id = w.thread_id AND o.checkpoint_ns = w.checkpoint_ns
-            AND o.checkpoint_id = w.checkpoint_id AND o.task_id = w.task_id AND o.idx = w.idx)
+                     AND h.checkpoint_id = w.checkpoint_id))){new_writes}
 ), refs AS (
     -- the channel versions the new checkpoints reference
     SELECT DISTINCT i.thread_id, i.checkpoint_ns, v.key AS channel, v.value AS version
@@ -299,22 +319,20 @@ WITH RECURSIVE mode AS (
     FROM refs AS f
     JOIN {t["checkpoint_blobs"]} AS b
         ON b.thread_id = f.thread_id AND b.checkpoint_ns = f.checkpoint_ns
-       AND b.channel = f.channel AND b.version = f.version
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {s}.pgsaver_blobs AS o
-        WHERE o.thread_id = b.thread_id AND o.checkpoint_ns = b.checkpoint_ns
-          AND o.channel = b.channel AND o.version = b.version)
+       AND b.channel = f.channel AND b.version = f.version{new_blobs}
+), got AS (
+    -- per namespace, the newest source checkpoint held here after this run
+    SELECT x.thread_id, x.checkpoint_ns, max(x.checkpoint_id COLLATE "C") AS newest
+    FROM (SELECT f.thread_id, f.checkpoint_ns, f.checkpoint_id FROM src AS f
+          WHERE f.mode = 'full' AND NOT f.fresh
+          UNION ALL
+          SELECT i.thread_id, i.checkpoint_ns, i.checkpoint_id FROM imp AS i) AS x
+    GROUP BY 1, 2
 ), kept AS (
-    -- the threads that take part: every source namespace of them gets its record
-    SELECT mk.thread_id, mk.checkpoint_ns, mk.mark,
-           (SELECT max(f.checkpoint_id) FROM src AS f
-            WHERE f.thread_id = mk.thread_id AND f.checkpoint_ns = mk.checkpoint_ns
-              AND (f.mode = 'full' AND NOT f.fresh
-                   OR EXISTS (SELECT 1 FROM imp AS i
-                              WHERE i.thread_id = f.thread_id
-                                AND i.checkpoint_ns = f.checkpoint_ns
-                                AND i.checkpoint_id = f.checkpoint_id))) AS newest
+    -- every source namespace of the threads that take part, with its new record
+    SELECT mk.thread_id, mk.checkpoint_ns, greatest(mk.mark, g.newest) AS last_id
     FROM marks AS mk
+    LEFT JOIN got AS g ON g.thread_id = mk.thread_id AND g.checkpoint_ns = mk.checkpoint_ns
     WHERE mk.mode <> 'deleted' AND mk.thread_id NOT IN (SELECT b.thread_id FROM bad AS b)
 )"""
 
@@ -335,7 +353,7 @@ WITH RECURSIVE mode AS (
         referenced values and the inline ones (distinct, not here yet), as ``apply`` inserts them."""
         t = self.tables
         s = q.schema_sql
-        return f"""{self._plan(q)}, inline AS (
+        return f"""{self._plan(q, dry_run=True)}, inline AS (
     SELECT DISTINCT i.thread_id, i.checkpoint_ns, v.key AS channel, cv.value AS version
     FROM imp AS i
     JOIN {t["checkpoints"]} AS c
@@ -363,7 +381,7 @@ SELECT (SELECT count(*) FROM (SELECT thread_id FROM imp UNION SELECT thread_id F
         the writes and referenced blobs (in SQL), and record what was imported."""
         t = self.tables
         s = q.schema_sql
-        return f"""{self._plan(q)}, blobs AS (
+        return f"""{self._plan(q, dry_run=False)}, blobs AS (
     INSERT INTO {s}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.blob FROM bsrc AS b
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
@@ -405,18 +423,18 @@ SELECT (SELECT count(*) FROM (SELECT thread_id FROM imp UNION SELECT thread_id F
         ON i.thread_id = c.thread_id AND i.checkpoint_ns = c.checkpoint_ns
        AND i.checkpoint_id = c.checkpoint_id
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING
-    RETURNING thread_id, checkpoint_ns, checkpoint_id
+    RETURNING thread_id
 ), recorded AS (
     INSERT INTO {s}.pgsaver_imports
         (source, thread_id, checkpoint_ns, last_id, head_writes, imported_at)
-    SELECT %(source)s, k.thread_id, k.checkpoint_ns, greatest(k.mark, k.newest),
+    SELECT %(source)s, k.thread_id, k.checkpoint_ns, k.last_id,
            ARRAY(SELECT w.idx::text || ':' || w.task_id FROM {t["checkpoint_writes"]} AS w
                  WHERE w.thread_id = k.thread_id AND w.checkpoint_ns = k.checkpoint_ns
-                   AND w.checkpoint_id = greatest(k.mark, k.newest)
+                   AND w.checkpoint_id = k.last_id
                  ORDER BY 1),
            now()
     FROM kept AS k
-    WHERE greatest(k.mark, k.newest) IS NOT NULL
+    WHERE k.last_id IS NOT NULL
     ON CONFLICT (source, thread_id, checkpoint_ns) DO UPDATE
         SET last_id = greatest(pgsaver_imports.last_id, excluded.last_id),
             head_writes = CASE WHEN excluded.last_id >= pgsaver_imports.last_id
@@ -431,11 +449,7 @@ SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thr
                               UNION SELECT thread_id FROM inline) AS x),
        (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM writes),
        (SELECT count(*) FROM blobs) + (SELECT count(*) FROM inline),
-       (SELECT count(*) FROM checkpoints AS x
-        JOIN imp AS i
-            ON i.thread_id = x.thread_id AND i.checkpoint_ns = x.checkpoint_ns
-           AND i.checkpoint_id = x.checkpoint_id
-        WHERE i.created IS NULL),{self._tally()},
+       (SELECT count(*) FROM imp WHERE created IS NULL),{self._tally()},
        (SELECT count(*) FROM recorded)
 """.encode()
 
@@ -575,7 +589,7 @@ def import_official(
         if not ids:
             break
         common = {"thread_ids": ids, "reimport": again, "source": source_schema}
-        found = list((yield Step((Stmt(source.candidates(q), common),))))
+        found = list((yield Step((Stmt(source.candidates(q, dry_run=dry_run), common),))))
         params = {**common, **keys(found)}
         if dry_run:
             rows = yield Step((Stmt(source.count(q), params),))
