@@ -211,6 +211,7 @@ def test_import_again_after_a_prune_brings_nothing_back(db_dsn: str) -> None:
         pruned = saver.prune(list(THREADS), strategy="keep_latest")
         assert pruned.checkpoints > 0
         survivors = {t: _ids(db_dsn, "pgsaver_checkpoints", t) for t in THREADS}
+        saver.copy_thread("d-1", "d-1-copy")  # a copy is a thread of ours, not of the source
         rows = _rows(db_dsn)
         plan = saver.import_official(dry_run=True)
         again = saver.import_official()
@@ -225,6 +226,7 @@ def test_import_again_after_a_prune_brings_nothing_back(db_dsn: str) -> None:
             assert now, thread
             for cid, state in now.items():
                 assert state == before[thread][cid], (thread, cid)
+        assert _ids(db_dsn, "pgsaver_checkpoints", "d-1-copy") == survivors["d-1"]
 
 
 def test_import_again_copies_what_the_source_wrote_since(db_dsn: str) -> None:
