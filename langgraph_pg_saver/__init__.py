@@ -1,6 +1,7 @@
 """langgraph-pg-saver: a production Postgres checkpointer for LangGraph."""
 
 from ._crypto import KeyringSerializer
+from ._import import ImportReport
 from ._lifecycle import Report
 from .aio import AsyncPostgresSaver
 from .errors import (
@@ -42,6 +43,7 @@ __all__ = [
     "EncryptionKeyError",
     "EntangledRunError",
     "EventLoopError",
+    "ImportReport",
     "InvalidInputError",
     "InvalidSchemaNameError",
     "KeyringSerializer",

@@ -39,6 +39,7 @@ from ._base import (
 )
 from ._compress import Compression
 from ._driver_async import CLOSE_TIMEOUT, AsyncDriver
+from ._import import ImportReport
 from ._lifecycle import Report
 from .errors import InvalidInputError, ParentCheckpointMissingError
 from .pool import AsyncLifoConnectionPool
@@ -536,19 +537,27 @@ class AsyncPostgresSaver(SaverBase):
         dry_run: bool = False,
         start_after: str = "",
         progress: Callable[[Report], None] | None = None,
-    ) -> Report:
+        reimport: Sequence[str] = (),
+    ) -> ImportReport:
         """Copy the threads of ``langgraph-checkpoint-postgres`` (its tables ``checkpoints``,
         ``checkpoint_blobs`` and ``checkpoint_writes`` in ``source_schema`` of this database)
-        into this saver: every namespace, pending writes, inline values, old-format checkpoints.
+        into this saver: every namespace, pending writes, inline values, old-format checkpoints,
+        each checkpoint's ``ts`` as its ``created_at`` (so idle retention sees its age).
 
-        Threads go in id order, ``thread_batch`` per transaction. Idempotent: a checkpoint, blob
-        or write already here is left as it is, so an interrupted import resumes by running
-        again (or from ``start_after=report.last_thread_id``). ``dry_run`` counts what the source
-        holds and writes nothing. The saver's ``serde`` must read what the official saver wrote
-        (its default serializer does). ``langgraph-pg-saver import-official --verify`` also
-        compares every imported thread with what the official saver reads.
+        Threads go in id order, ``thread_batch`` per transaction; an interrupted import resumes by
+        running again (or from ``start_after=report.last_thread_id``). What was imported is
+        recorded, so running it again copies only what is new in the source since (checkpoints
+        that extend what was imported, and the pending writes added at the newest one), never a
+        checkpoint imported before and pruned or deleted here since: a thread deleted here stays
+        deleted, and one written here since the import is left as it is and listed in
+        ``diverged`` when the source has something new for it. ``reimport``: thread ids to import
+        again whole, as if never imported (what is here stays; what is missing comes back).
+        ``dry_run`` counts what it would copy and writes nothing. The saver's ``serde`` must read
+        what the official saver wrote (its default serializer does).
+        ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
+        held here with what the official saver reads.
         """
-        report: Report = await self._driver.drive(
+        report: ImportReport = await self._driver.drive(
             _import.import_official(
                 self._q,
                 self.serde,
@@ -557,6 +566,7 @@ class AsyncPostgresSaver(SaverBase):
                 dry_run=dry_run,
                 start_after=start_after,
                 progress=progress,
+                reimport=reimport,
             )
         )
         return report

@@ -28,6 +28,7 @@ from psycopg import sql
 from . import _migrate
 from ._base import DEFAULT_SCHEMA, mask_dsn
 from ._crypto import KeyringSerializer
+from ._import import ImportReport
 from ._lifecycle import Report
 from ._sql import queries_for
 from .errors import InvalidSchemaNameError, PgSaverError, SchemaOutdatedError, ThreadNotEmptyError
@@ -1415,12 +1416,21 @@ def _name_missing_runs(report: Report, missing_ok: bool, consequence: str) -> No
     help="Threads copied per transaction.",
 )
 @click.option("--start-after", default="", help="Resume after this thread id.")
-@click.option("--dry-run", is_flag=True, help="Count what the source holds; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Count what it would copy; write nothing.")
+@click.option(
+    "--reimport",
+    "reimport",
+    multiple=True,
+    metavar="THREAD",
+    help="Import this thread again whole, as if never imported (repeatable): brings back what "
+    "was deleted or pruned here.",
+)
 @click.option(
     "--verify/--no-verify",
     default=True,
     show_default=True,
-    help="Afterwards, compare every imported thread with what the official saver reads.",
+    help="Afterwards, compare every imported checkpoint held here with what the official saver "
+    "reads.",
 )
 @click.option("--store", "with_store", is_flag=True, help="Also the official store's items.")
 @json_option
@@ -1431,12 +1441,14 @@ def import_official(
     thread_batch: int,
     start_after: str,
     dry_run: bool,
+    reimport: tuple[str, ...],
     verify: bool,
     with_store: bool,
     as_json: bool,
 ) -> None:
-    """Copy the history of langgraph-checkpoint-postgres (same database) into our tables:
-    idempotent and resumable; then verify it."""
+    """Copy the history of langgraph-checkpoint-postgres (same database) into our tables; run
+    again, it copies only what is new there since, never what was pruned or deleted here. Then
+    verify it."""
     progress = _Progress(False, None, thread_batch, "import", "copied")
     out: dict[str, Any] = {}
     with c.saver() as saver:
@@ -1447,6 +1459,7 @@ def import_official(
                 dry_run=dry_run,
                 start_after=start_after,
                 progress=progress.update,
+                reimport=list(reimport),
             )
         except KeyboardInterrupt:
             last = progress.last.last_thread_id if progress.last else None
@@ -1465,6 +1478,8 @@ def import_official(
         emit_json(out)
     else:
         _print_report(report, False, "would import" if dry_run else "imported")
+        for line in _import_notes(report):
+            click.echo(line)
         if "store" in out:
             click.echo(
                 f"store: {out['store']['imported']:,} of {out['store']['items']:,} items imported"
@@ -1472,22 +1487,61 @@ def import_official(
         if "verify" in out:
             v = out["verify"]
             click.echo(
-                f"verified {v['threads']:,} threads: "
+                f"verified {_plural(v['checkpoints'], 'imported checkpoint')} held here, of "
+                f"{_plural(v['threads'], 'thread')}: "
                 + (
-                    "every state and history equal"
+                    "every one reads the same"
                     if not v["different"]
                     else f"{len(v['different'])} differ: {', '.join(v['different'][:10])}"
                 )
             )
+    if report.missing:
+        raise Failure(
+            f"--reimport names threads the source does not hold: {', '.join(report.missing)}"
+        )
     if out.get("verify", {}).get("different"):
         sys.exit(1)
+
+
+def _import_notes(report: ImportReport) -> list[str]:
+    """What an import left out, and why, one line each (nothing when there is nothing to say)."""
+    lines = []
+    if report.already_imported or report.unchanged_threads:
+        lines.append(
+            f"skipped as already imported: {_plural(report.already_imported, 'checkpoint')}; "
+            f"{_plural(report.unchanged_threads, 'thread')} with nothing new in the source"
+        )
+    if report.deleted_threads:
+        lines.append(
+            f"skipped {_plural(report.deleted_threads, 'thread')} imported before and deleted "
+            "here since (--reimport THREAD imports one again)"
+        )
+    if report.diverged:
+        shown = ", ".join(report.diverged[:10]) + (", ..." if len(report.diverged) > 10 else "")
+        lines.append(
+            f"not copied, {_plural(len(report.diverged), 'thread')} changed on both sides or no "
+            f"longer extending what was imported: {shown} (to take the source's version of one: "
+            "delete-thread THREAD, then import-official --reimport THREAD)"
+        )
+    if report.untimed:
+        lines.append(
+            f"{_plural(report.untimed, 'checkpoint')} without a usable ts: created_at is the "
+            "import's time"
+        )
+    if report.missing:
+        lines.append(
+            f"--reimport names threads the source does not hold: {', '.join(report.missing)}"
+        )
+    return lines
 
 
 def _verify_import(
     c: Ctx, saver: PostgresSaver, source_schema: str, start_after: str
 ) -> dict[str, Any]:
-    """Every imported thread, as the official saver reads it and as we do: the same
-    checkpoints, values, metadata and pending writes, in the same order."""
+    """Every checkpoint imported and still held here, as the official saver reads it and as we
+    do: the same checkpoint, metadata, parent and pending writes (writes added here since aside),
+    and the same DeltaChannel history at the newest of them in each namespace. Checkpoints
+    pruned or deleted here, or written here, are not compared."""
     try:
         from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
     except ImportError:
@@ -1496,7 +1550,7 @@ def _verify_import(
             "installed: pip install langgraph-checkpoint-postgres, or pass --no-verify"
         ) from None
     different: list[str] = []
-    threads = 0
+    threads = compared = 0
     with psycopg.connect(c.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(source_schema)))
         official = OfficialSaver(conn)  # type: ignore[arg-type]
@@ -1510,17 +1564,58 @@ def _verify_import(
         for thread in ids:
             threads += 1
             cfg: Any = {"configurable": {"thread_id": thread}}
-            theirs = [
-                (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
-                for t in official.list(cfg)
-            ]
-            ours = [
-                (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
-                for t in saver.list(cfg)
-            ]
-            if ours != theirs:
+            theirs = {_key(t): t for t in official.list(cfg)}
+            ours = {_key(t): t for t in saver.list(cfg)}
+            held = sorted(set(theirs) & set(ours))
+            compared += len(held)
+            same = all(_same_checkpoint(theirs[k], ours[k]) for k in held)
+            newest: dict[str, str] = {}
+            for ns, cid in held:
+                newest[ns] = max(cid, newest.get(ns, cid))
+            for ns, cid in newest.items() if same else ():
+                channels = sorted(
+                    {
+                        ch
+                        for (n, _), t in theirs.items()
+                        if n == ns
+                        for ch in t.metadata.get("counters_since_delta_snapshot") or {}
+                    }
+                )
+                if channels:
+                    at: Any = {
+                        "configurable": {
+                            "thread_id": thread,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": cid,
+                        }
+                    }
+                    same = official.get_delta_channel_history(
+                        config=at, channels=channels
+                    ) == saver.get_delta_channel_history(config=at, channels=channels)
+                if not same:
+                    break
+            if not same:
                 different.append(thread)
-    return {"threads": threads, "different": different}
+    return {"threads": threads, "checkpoints": compared, "different": different}
+
+
+def _key(t: Any) -> tuple[str, str]:
+    c = t.config["configurable"]
+    return (c.get("checkpoint_ns", ""), c["checkpoint_id"])
+
+
+def _same_checkpoint(theirs: Any, ours: Any) -> bool:
+    """One checkpoint as both savers read it; our pending writes may hold more (written here
+    since), theirs in the same order among them."""
+    if (theirs.config, theirs.checkpoint, theirs.metadata, theirs.parent_config) != (
+        ours.config,
+        ours.checkpoint,
+        ours.metadata,
+        ours.parent_config,
+    ):
+        return False
+    mine = iter(ours.pending_writes or [])
+    return all(any(w == m for m in mine) for w in theirs.pending_writes or [])
 
 
 # --------------------------------------------------------------------------- reencrypt

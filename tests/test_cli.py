@@ -772,11 +772,31 @@ def test_import_official_dry_run_then_import_and_verify(db_dsn: str) -> None:
     assert stored(db_dsn)["checkpoints"] == []
     done = cli_json("import-official", "--store", "--thread-batch", "3", dsn=db_dsn)
     assert done["saver"]["checkpoints"] == 16
-    assert done["verify"] == {"threads": 4, "different": []}
+    assert done["verify"] == {"threads": 4, "checkpoints": 16, "different": []}
     assert done["store"]["imported"] == 1
     text = cli("import-official", dsn=db_dsn).stdout
     assert "imported 0 checkpoints" in text
-    assert "verified 4 threads: every state and history equal" in text
+    assert "skipped as already imported: 16 checkpoints; 4 threads with nothing new" in text
+    assert (
+        "verified 16 imported checkpoints held here, of 4 threads: every one reads the same" in text
+    )
+    # pruned here, then imported again: nothing comes back, and verify compares what is left
+    cli("prune", "--keep-last", "1", "--yes", dsn=db_dsn)
+    again = cli_json("import-official", dsn=db_dsn)
+    assert again["saver"]["checkpoints"] == again["saver"]["threads"] == 0
+    assert again["saver"]["already_imported"] == 16
+    assert again["saver"]["unchanged_threads"] == 4
+    assert again["verify"] == {"threads": 4, "checkpoints": 4, "different": []}
+    assert len(stored(db_dsn)["checkpoints"]) == 4
+    # deleted here: stays deleted, unless named
+    cli("delete-thread", "o-0", "--yes", dsn=db_dsn)
+    text = cli("import-official", "--no-verify", dsn=db_dsn).stdout
+    assert "skipped 1 thread imported before and deleted here since" in text
+    missing = cli("import-official", "--reimport", "nope", dsn=db_dsn, check=1)
+    assert "--reimport names threads the source does not hold: nope" in missing.stderr
+    back = cli_json("import-official", "--reimport", "o-0", dsn=db_dsn)
+    assert (back["saver"]["threads"], back["saver"]["checkpoints"]) == (1, 4)
+    assert back["verify"] == {"threads": 4, "checkpoints": 7, "different": []}
     # a thread that differs from the source (changed here after the import): verify names it
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute(
@@ -785,3 +805,31 @@ def test_import_official_dry_run_then_import_and_verify(db_dsn: str) -> None:
         )
     changed = cli("import-official", dsn=db_dsn, check=1)
     assert "1 differ: o-2" in changed.stdout
+
+
+def test_import_official_verify_reads_the_deltachannel_history(db_dsn: str) -> None:
+    """A checkpoint held here whose DeltaChannel ancestors are gone reads differently, though every
+    row it has is the source's: verify names its thread."""
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+
+    with OfficialSaver.from_conn_string(db_dsn) as official:
+        official.setup()
+        chat = delta_chat().compile(checkpointer=official)
+        for thread in ("whole", "broken"):
+            for i in range(2):
+                chat.invoke({"messages": [f"hi{i}"]}, {"configurable": {"thread_id": thread}})
+    done = cli_json("import-official", dsn=db_dsn)
+    assert done["verify"]["different"] == []
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        # the newest checkpoint's parent, with its writes: what a wrong prune would leave
+        conn.execute(
+            "WITH head AS (SELECT parent_checkpoint_id AS id FROM pgsaver_checkpoints"
+            " WHERE thread_id = 'broken' ORDER BY checkpoint_id DESC LIMIT 1),"
+            " w AS (DELETE FROM pgsaver_writes WHERE thread_id = 'broken'"
+            " AND checkpoint_id = (SELECT id FROM head))"
+            " DELETE FROM pgsaver_checkpoints WHERE thread_id = 'broken'"
+            " AND checkpoint_id = (SELECT id FROM head)"
+        )
+    again = cli_json("import-official", dsn=db_dsn, check=1)
+    assert again["saver"]["checkpoints"] == 0
+    assert again["verify"]["different"] == ["broken"]

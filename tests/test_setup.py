@@ -29,6 +29,7 @@ TABLES = {
     "pgsaver_writes",
     "pgsaver_migrations",
     "pgsaver_store",
+    "pgsaver_imports",
 }
 
 
