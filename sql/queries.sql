@@ -712,19 +712,27 @@ WHERE cardinality(w.needing) > 0
 -- keep_last as a thread's root history. CTEs (use as WITH RECURSIVE {_keep_last_set}):
 --   nss:       every namespace of the given threads, with its owner: the root checkpoint whose task
 --              ran it (LangGraph's metadata "parents" -> '', as of its newest checkpoint); NULL for
---              the root namespace, and for a namespace whose checkpoints do not name one;
+--              the root namespace, and for a namespace whose checkpoints do not name one; and
+--              whether that owner is pending (see sub_walk);
 --   root_walk: the newest keep_last root checkpoints of each thread, plus every ancestor their
 --              DeltaChannels need, back to the nearest stored value of each channel, transitively
 --              (a kept ancestor's own DeltaChannels too); "needing" = channels the parent supplies;
 --   sub_walk:  the same from the newest keep_last checkpoints of each subgraph namespace whose
 --              owner is kept (get_state(subgraphs=True) of a kept root checkpoint reads them, and
---              resuming an interrupt inside a subgraph loads them), or that names no owner; a
---              namespace whose owner is gone or not kept is not kept at all;
+--              resuming an interrupt inside a subgraph loads them), or that names no owner, or
+--              whose owner is pending: newer than the thread's newest root checkpoint, so not
+--              deleted (keep-last keeps the newest) but still being saved (LangGraph runs a step's
+--              tasks, subgraphs included, while it saves that step's checkpoint in the background);
+--              a namespace whose owner is gone or not kept is not kept at all;
 --   keep:      the union;
 --   doomed:    every other checkpoint of the threads, with its owner and the order batches delete
 --              in (see prune_keep_last_batch).
 nss AS (
-    SELECT n.thread_id, n.checkpoint_ns, o.owner
+    SELECT n.thread_id, n.checkpoint_ns, o.owner,
+           o.owner COLLATE "C" > coalesce((
+               SELECT max(r.checkpoint_id) FROM {schema}.pgsaver_checkpoints AS r
+               WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = ''
+           ), '') AS pending
     FROM (
         SELECT DISTINCT c.thread_id, c.checkpoint_ns
         FROM {schema}.pgsaver_checkpoints AS c
@@ -769,7 +777,7 @@ sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing
     JOIN {schema}.pgsaver_checkpoints AS x
       ON x.thread_id = n.thread_id AND x.checkpoint_ns = n.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
     WHERE n.checkpoint_ns <> ''
-      AND (n.owner IS NULL OR EXISTS (
+      AND (n.owner IS NULL OR n.pending OR EXISTS (
           SELECT 1 FROM root_walk AS r
           WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = n.owner
       ))
