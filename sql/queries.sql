@@ -748,20 +748,28 @@ JOIN {schema}.pgsaver_checkpoints AS x
 --              ran it (LangGraph's metadata "parents" -> '', as of its newest checkpoint), for the
 --              namespace of one subgraph call ("name:<task id>", the last "|" part); NULL for the
 --              root namespace, for a namespace whose checkpoints name no owner, and for a
---              subgraph compiled with checkpointer=True ("name": its state lives on across calls);
+--              subgraph compiled with checkpointer=True ("name": its state lives on across calls); and
+--              whether that owner is pending (see sub_walk);
 --   heads:     the newest keep_last checkpoints of every namespace;
 --   root_walk: the newest keep_last root checkpoints of each thread, plus every ancestor their
 --              DeltaChannels need, back to the nearest stored value of each channel, transitively
 --              (a kept ancestor's own DeltaChannels too); "needing" = channels the parent supplies;
 --   sub_walk:  the same from the newest keep_last checkpoints of each subgraph namespace whose
 --              owner is kept (get_state(subgraphs=True) of a kept root checkpoint reads them, and
---              resuming an interrupt inside a subgraph loads them), or that names no owner; a
---              namespace whose owner is gone or not kept is not kept at all;
+--              resuming an interrupt inside a subgraph loads them), or that names no owner, or
+--              whose owner is pending: newer than the thread's newest root checkpoint, so not
+--              deleted (keep-last keeps the newest) but still being saved (LangGraph runs a step's
+--              tasks, subgraphs included, while it saves that step's checkpoint in the background);
+--              a namespace whose owner is gone or not kept is not kept at all;
 --   keep:      the union;
 --   doomed:    every other checkpoint of the threads, with its owner and the order batches delete
 --              in (see prune_keep_last_batch).
 nss AS (
-    SELECT n.thread_id, n.checkpoint_ns, o.owner
+    SELECT n.thread_id, n.checkpoint_ns, o.owner,
+           o.owner COLLATE "C" > coalesce((
+               SELECT max(r.checkpoint_id) FROM {schema}.pgsaver_checkpoints AS r
+               WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = ''
+           ), '') AS pending
     FROM (
         SELECT DISTINCT c.thread_id, c.checkpoint_ns
         FROM {schema}.pgsaver_checkpoints AS c
@@ -776,7 +784,7 @@ nss AS (
     ) AS o ON n.checkpoint_ns ~ ':[^|]*$'
 ),
 heads AS (
-    SELECT n.thread_id, n.checkpoint_ns, n.owner, h.checkpoint_id
+    SELECT n.thread_id, n.checkpoint_ns, n.owner, n.pending, h.checkpoint_id
     FROM nss AS n
     CROSS JOIN LATERAL (
         SELECT c.checkpoint_id
@@ -795,7 +803,7 @@ root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needin
 sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
     SELECT {_walk_row} {_walk_heads}
     WHERE h.checkpoint_ns <> ''
-      AND (h.owner IS NULL OR EXISTS (
+      AND (h.owner IS NULL OR h.pending OR EXISTS (
           SELECT 1 FROM root_walk AS r
           WHERE r.thread_id = h.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = h.owner
       ))

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import persistent_subgraph, research_chat
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, StateSnapshot
 
 from langgraph_pg_saver import PostgresSaver
@@ -320,6 +321,53 @@ def test_retention_bounds_a_thread_with_subgraphs(saver: PostgresSaver, db_dsn: 
     chat(graph, "sub", 2)
     chat(graph, "sub-unpruned", 2)
     assert graph.get_state(cfg("sub")).values == graph.get_state(cfg("sub-unpruned")).values
+
+
+def test_a_subgraph_running_while_its_root_checkpoint_is_saved_keeps_its_checkpoints(
+    db_dsn: str,
+) -> None:
+    """LangGraph runs a step's tasks, subgraphs included, while it saves that step's checkpoint in
+    the background. A prune in between must not take the running subgraph's namespace for one
+    whose root checkpoint is gone: the subgraph's next put would find its parent deleted
+    (ParentCheckpointMissingError, the turn fails), and the writes of its deleted checkpoints
+    would stay behind. Found by tests/test_lifecycle_chaos.py, whose kills delay puts."""
+    waiting, pruned = threading.Event(), threading.Event()
+
+    class LateRoot(PostgresSaver):
+        """Saves the root checkpoint of step 5 (turn 2's, whose task runs the subgraph) only
+        once a prune ran while that subgraph was running, as when the put waits for a
+        connection or a retry."""
+
+        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            ns = config["configurable"].get("checkpoint_ns", "")
+            if ns == "" and metadata.get("step") == 5:
+                waiting.set()
+                assert pruned.wait(30)
+            stored = super().put(config, checkpoint, metadata, new_versions)
+            if ns and waiting.is_set() and not pruned.is_set():
+                other.prune(["t"], strategy="keep_latest")
+                pruned.set()
+            return stored
+
+    with (
+        PostgresSaver.from_conn_string(db_dsn, max_size=2) as other,
+        LateRoot.from_conn_string(db_dsn, max_size=4) as saver,
+    ):
+        graph = research_chat().compile(checkpointer=saver)
+        memory = research_chat().compile(checkpointer=InMemorySaver())
+        for i in range(3):
+            for g in (graph, memory):
+                g.invoke({"messages": [f"hi{i}"]}, cfg("t"))
+        assert pruned.is_set()
+        assert graph.get_state(cfg("t")).values == memory.get_state(cfg("t")).values
+    with psycopg.connect(db_dsn) as conn:
+        orphans = conn.execute(
+            "SELECT w.checkpoint_ns, w.checkpoint_id FROM pgsaver_writes AS w"
+            " WHERE NOT EXISTS (SELECT 1 FROM pgsaver_checkpoints AS c"
+            " WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns"
+            " AND c.checkpoint_id = w.checkpoint_id)"
+        ).fetchall()
+    assert orphans == []
 
 
 def test_idle_retention_and_keep_last_together_on_subgraph_threads(
