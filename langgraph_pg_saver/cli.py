@@ -774,7 +774,7 @@ def history(
     no_strict: bool,
     as_json: bool,
 ) -> None:
-    """A thread's checkpoints, newest first: step, source, next nodes, writes, metadata."""
+    """A thread's checkpoints, newest first: step, source, run id, next nodes, writes, metadata."""
     c.serde = load_serde(keys_file, current, no_strict)
     configurable: dict[str, Any] = {"thread_id": thread_id}
     if checkpoint_ns is not None:
@@ -783,13 +783,20 @@ def history(
         found = list(saver.list({"configurable": configurable}, limit=limit or None))
     if not found:
         raise Failure(f"thread {thread_id!r} has no checkpoints")
+    # the run id delete-runs takes, as stored (a top-level config run id is not in the metadata)
+    q = queries_for(c.schema)
+    with c.connect() as conn:
+        found_runs = conn.execute(q["ops_run_ids"], {"thread_id": thread_id}).fetchall()
+    runs = {(ns, cid): run for ns, cid, run in found_runs}
     rows = []
     for t in found:
         meta = dict(t.metadata or {})
+        key = (t.config["configurable"]["checkpoint_ns"], t.config["configurable"]["checkpoint_id"])
         rows.append(
             {
                 "checkpoint_id": t.config["configurable"]["checkpoint_id"],
                 "checkpoint_ns": t.config["configurable"]["checkpoint_ns"],
+                "run_id": runs.get(key),
                 "parent_checkpoint_id": (t.parent_config or {})
                 .get("configurable", {})
                 .get("checkpoint_id"),
@@ -805,13 +812,14 @@ def history(
         return
     table(
         f"thread {thread_id!r}",
-        ["checkpoint", "ns", "step", "source", "next", "writes", "metadata"],
+        ["checkpoint", "ns", "step", "source", "run", "next", "writes", "metadata"],
         [
             (
                 r["checkpoint_id"],
                 r["checkpoint_ns"],
                 r["step"],
                 r["source"],
+                r["run_id"] or "",
                 ", ".join(r["next"]),
                 ", ".join(sorted({ch for _, ch in r["writes"] if not ch.startswith("branch:")})),
                 short_json({k: v for k, v in r["metadata"].items() if k != "parents"}, 80),

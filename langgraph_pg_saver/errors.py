@@ -127,7 +127,7 @@ class ThreadNotEmptyError(PgSaverError, ValueError):
 class DeltaDependencyError(PgSaverError):
     """delete_for_runs would break the DeltaChannel state of checkpoints that survive it: they
     rebuild a DeltaChannel from a checkpoint of these runs, or from writes of these runs stored on
-    their parent checkpoint."""
+    their parent checkpoint (or, of format below 4, read their parent's Send packets)."""
 
     def __init__(
         self, run_ids: Sequence[str], dependents: Sequence[tuple[str, str, str, str]]

@@ -722,17 +722,32 @@ ARRAY(
     ORDER BY k
 ) COLLATE "C"
 
+-- name: _x_reads_parent_sends
+-- Expects x (a pgsaver_checkpoints row). x reads its parent's __pregel_tasks writes (Send packets)
+-- as its own value of that channel, as a checkpoint of format below 4 does (pending_sends): its
+-- parent has such writes and x has no version of the channel. The format is inside the serialized
+-- body, out of SQL's sight; a checkpoint of format 4 whose parent sent has a version of it (the
+-- sends were applied to the channel), so it is never taken for one.
+(NOT (x.channel_versions ? '__pregel_tasks') AND EXISTS (
+    SELECT 1 FROM {schema}.pgsaver_writes AS pw
+    WHERE pw.thread_id = x.thread_id AND pw.checkpoint_ns = x.checkpoint_ns
+      AND pw.checkpoint_id = x.parent_checkpoint_id AND pw.channel = '__pregel_tasks'
+))
+
 -- name: _walk_row
 -- Expects x (a pgsaver_checkpoints row) and w (its child's walk row). The columns of a keep-set walk
--- row: x's keys and parent, and the channels x's parent must supply.
-x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing}
+-- row: x's keys and parent, the channels x's parent must supply, and whether x reads its parent's
+-- Send packets.
+x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needing},
+{_x_reads_parent_sends}
 
 -- name: _walk_up
--- Expects w (a walk row). The join of w's parent, while w still needs DeltaChannel values from it.
+-- Expects w (a walk row). The join of w's parent, while w still needs DeltaChannel values or Send
+-- packets from it.
 JOIN {schema}.pgsaver_checkpoints AS x
   ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
  AND x.checkpoint_id = w.parent_checkpoint_id
-WHERE cardinality(w.needing) > 0
+WHERE cardinality(w.needing) > 0 OR w.sends
 
 -- name: _walk_heads
 -- Expects a CTE heads (thread_id, checkpoint_ns, checkpoint_id). The start of a keep-set walk:
@@ -794,13 +809,13 @@ heads AS (
         LIMIT %(keep_last)s
     ) AS h
 ),
-root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+root_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing, sends) AS (
     SELECT {_walk_row} {_walk_heads}
     WHERE h.checkpoint_ns = ''
     UNION
     SELECT {_walk_row} FROM root_walk AS w {_walk_up}
 ),
-sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing) AS (
+sub_walk (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, needing, sends) AS (
     SELECT {_walk_row} {_walk_heads}
     WHERE h.checkpoint_ns <> ''
       AND (h.owner IS NULL OR h.pending OR EXISTS (
@@ -1188,7 +1203,8 @@ delta_dependents AS (
         SELECT 1 FROM doomed AS e
         WHERE e.thread_id = x.thread_id AND e.checkpoint_ns = x.checkpoint_ns AND e.checkpoint_id = x.checkpoint_id
     )
-      AND EXISTS (SELECT 1 FROM unnest({_x_delta}) AS k WHERE NOT ({_x_stores_k}))
+      AND (EXISTS (SELECT 1 FROM unnest({_x_delta}) AS k WHERE NOT ({_x_stores_k}))
+           OR {_x_reads_parent_sends})
     UNION
     SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, g.checkpoint_id
     FROM (
@@ -1203,10 +1219,12 @@ delta_dependents AS (
         SELECT 1 FROM doomed AS e
         WHERE e.thread_id = x.thread_id AND e.checkpoint_ns = x.checkpoint_ns AND e.checkpoint_id = x.checkpoint_id
     )
-      -- a DeltaChannel of the child (listed in its counters, with a version or not) it does not store
-      AND jsonb_typeof(x.metadata -> 'counters_since_delta_snapshot') = 'object'
-      AND x.metadata -> 'counters_since_delta_snapshot' ? ch.k
-      AND NOT ({_x_stores_k})
+      -- a DeltaChannel of the child (listed in its counters, with a version or not) it does not
+      -- store, or the Send packets a child of format below 4 reads as its value
+      AND ((jsonb_typeof(x.metadata -> 'counters_since_delta_snapshot') = 'object'
+            AND x.metadata -> 'counters_since_delta_snapshot' ? ch.k
+            AND NOT ({_x_stores_k}))
+           OR (ch.k = '__pregel_tasks' AND NOT (x.channel_versions ? '__pregel_tasks')))
 ),
 entangled AS (
     SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.run_id,
@@ -1627,6 +1645,12 @@ WHERE a.attrelid IN (to_regclass(quote_ident(%(schema)s) || '.pgsaver_blobs'),
   AND a.atttypid = 'bytea'::regtype AND a.attnum > 0 AND NOT a.attisdropped
   AND a.attname <> 'metadata_exact'
 ORDER BY 1, 2
+
+-- name: ops_run_ids
+-- The run id of each checkpoint of a thread (the column delete_for_runs selects by), for history.
+SELECT checkpoint_ns, checkpoint_id, run_id
+FROM {schema}.pgsaver_checkpoints
+WHERE thread_id = %(thread_id)s
 
 -- name: ops_thread_count
 -- How many threads sort after %(after)s (the progress bar's total), skipping through the key.

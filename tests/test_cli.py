@@ -266,6 +266,27 @@ def test_history_and_show_match_what_langgraph_sees(filled: str) -> None:
     assert missing.stderr == "error: thread 'nope' has no checkpoints\n"
 
 
+def test_history_shows_the_run_id_delete_runs_takes(db_dsn: str) -> None:
+    """A run id given as plain LangGraph takes it (the config's top-level run_id) is in no
+    metadata: history shows it from its column, and delete-runs deletes that run."""
+    import uuid
+
+    run = uuid.uuid4()
+    with PostgresSaver.from_conn_string(db_dsn, max_size=1) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        graph.invoke({"foo": ""}, {"configurable": {"thread_id": "r"}})
+        graph.invoke({"foo": ""}, {"configurable": {"thread_id": "r"}, "run_id": run})
+    got = cli_json("history", "r", "--limit", "0", dsn=db_dsn)
+    mine = [r for r in got if r["run_id"] == str(run)]
+    assert mine
+    assert all("run_id" not in r["metadata"] for r in got)
+    assert str(run) in cli("history", "r", dsn=db_dsn).stdout
+    cli("delete-runs", str(run), "--yes", dsn=db_dsn)
+    left = cli_json("history", "r", "--limit", "0", dsn=db_dsn)
+    assert len(left) == len(got) - len(mine)
+    assert all(r["run_id"] is None for r in left)
+
+
 # --------------------------------------------------------------------------- prune
 
 

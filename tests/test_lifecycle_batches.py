@@ -459,3 +459,41 @@ def test_a_subgraph_with_its_own_memory_keeps_it(saver: PostgresSaver, db_dsn: s
             cfg("mem-unpruned", "child")  # type: ignore[arg-type]
         ).checkpoint["channel_values"]
     )  # type: ignore[union-attr]
+
+
+def test_a_checkpoint_of_format_below_4_keeps_the_parent_it_reads_its_sends_from(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """Before format 4 LangGraph kept a checkpoint's pending Send packets as writes of its parent
+    (imported threads have such checkpoints): prune keeps that parent, and delete_for_runs
+    refuses to delete it from under the child."""
+    from test_dropin import _old_format_thread
+
+    from langgraph_pg_saver import DeltaDependencyError
+
+    _, child = _old_format_thread(saver, "old", 3)
+    before = saver.get_tuple(child)
+    assert before is not None
+    assert before.checkpoint["channel_values"]["__pregel_tasks"]
+    plan = saver.prune(["old"], strategy="keep_latest", dry_run=True)
+    saver.prune(["old"], strategy="keep_latest")
+    assert plan.checkpoints == 0
+    assert saver.get_tuple(child) == before
+    # a format-4 child of such a parent has its own version of the channel: the parent may go
+    _old_format_thread(saver, "new", 4)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgsaver_checkpoints SET channel_versions = channel_versions"
+            ' || \'{"__pregel_tasks": "00000000000000000000000000000002.0.1"}\''
+            " WHERE thread_id = 'new' AND parent_checkpoint_id IS NOT NULL"
+        )
+    assert saver.prune(["new"], strategy="keep_latest").checkpoints == 1
+    # delete_for_runs of the run that made the parent refuses, deleting nothing
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgsaver_checkpoints SET run_id = 'made-parent'"
+            " WHERE thread_id = 'old' AND parent_checkpoint_id IS NULL"
+        )
+    with pytest.raises(DeltaDependencyError):
+        saver.delete_for_runs(["made-parent"])
+    assert saver.get_tuple(child) == before

@@ -18,9 +18,10 @@ ALTER TABLE {schema}.pgsaver_writes
 -- Which threads a run wrote to: its checkpoints say (pgsaver_checkpoints_run_id_idx), except for a
 -- run that stored none, as one that resumed an interrupt and stopped at the next one: it stored only
 -- writes to special channels. Only those are indexed, so the hot path's ordinary writes pay nothing.
--- The build reads the whole writes table under a SHARE lock (put_writes waits). On a large table,
--- add the columns and build it first without blocking (docs/guide.md, "Upgrades"); this migration
--- then finds them. A concurrent build that failed leaves an invalid index, built again here.
+-- The build reads the whole writes table, and setup() runs it in the transaction of the ALTER
+-- above, whose ACCESS EXCLUSIVE lock then lasts until the build ends (reads of the table wait too).
+-- On a large table, add the columns and build it first without blocking (docs/guide.md,
+-- "Upgrades"); this migration then finds them. A concurrent build that failed leaves an invalid index, built again here.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_index
