@@ -1197,15 +1197,21 @@ def _no_checkpoints(ids: Sequence[str]) -> str:
     )
 
 
-def _name_missing(report: Report, missing_ok: bool, consequence: str) -> None:
-    """Name on stderr the thread ids of ``report.missing``: a warning with ``missing_ok``, else
-    an error (exit 1) followed by ``consequence``."""
+def _name_missing(
+    report: Report,
+    missing_ok: bool,
+    consequence: str,
+    describe: Callable[[list[str]], str] = _no_checkpoints,
+) -> None:
+    """Name on stderr the ids of ``report.missing`` (thread ids; run ids with ``describe=
+    _no_such_runs``): a warning with ``missing_ok``, else an error (exit 1) followed by
+    ``consequence``."""
     if not report.missing:
         return
     if missing_ok:
-        click.echo(f"warning: {_no_checkpoints(report.missing)} (skipped)", err=True)
+        click.echo(f"warning: {describe(report.missing)} (skipped)", err=True)
         return
-    click.echo(f"error: {_no_checkpoints(report.missing)}{consequence}", err=True)
+    click.echo(f"error: {describe(report.missing)}{consequence}", err=True)
     sys.exit(1)
 
 
@@ -1368,12 +1374,12 @@ def delete_runs(
         plan = saver.delete_for_runs(ids, dry_run=True)
         if dry_run:
             _print_report(plan, as_json, "would delete")
-            _name_missing_runs(plan, missing_ok, _WOULD_REFUSE)
+            _name_missing(plan, missing_ok, _WOULD_REFUSE, _no_such_runs)
             return
         if plan.missing and not missing_ok:
             if as_json:
                 emit_json(plan.as_dict())
-            _name_missing_runs(plan, False, _NOTHING_DELETED.format("deleted"))
+            _name_missing(plan, False, _NOTHING_DELETED.format("deleted"), _no_such_runs)
         if _asks(yes):
             _print_report(plan, False, "would delete", err=True)
             if plan.missing:
@@ -1385,7 +1391,7 @@ def delete_runs(
             click.confirm(f"Delete what {_plural(found, 'run')} wrote?", abort=True, err=True)
         report = saver.delete_for_runs(ids)
     _print_report(report, as_json, "deleted")
-    _name_missing_runs(report, missing_ok, "")
+    _name_missing(report, missing_ok, "", _no_such_runs)
 
 
 def _no_such_runs(ids: Sequence[str]) -> str:
@@ -1393,17 +1399,6 @@ def _no_such_runs(ids: Sequence[str]) -> str:
     if len(ids) == 1:
         return f"no such run: {names} (no checkpoint or write carries this run id)"
     return f"no such runs: {names} (no checkpoint or write carries these run ids)"
-
-
-def _name_missing_runs(report: Report, missing_ok: bool, consequence: str) -> None:
-    """_name_missing for run ids: a warning with ``missing_ok``, else an error (exit 1)."""
-    if not report.missing:
-        return
-    if missing_ok:
-        click.echo(f"warning: {_no_such_runs(report.missing)} (skipped)", err=True)
-        return
-    click.echo(f"error: {_no_such_runs(report.missing)}{consequence}", err=True)
-    sys.exit(1)
 
 
 # --------------------------------------------------------------------------- import
