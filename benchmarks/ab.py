@@ -27,8 +27,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_pg_saver import PostgresSaver, _core, _driver_sync
-from langgraph_pg_saver._base import SaverBase
+from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint.base import SaverBase
+from langgraph_pg_saver.db import driver as _driver_sync
 
 from . import payloads
 from .server import bench_database

@@ -25,7 +25,8 @@ from typing import Any
 import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver import PostgresSaver, _core
+from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver.checkpoint import core as _core
 
 from . import payloads
 from .payloads import make_checkpoint

@@ -18,7 +18,8 @@ from typing import Any
 
 import psycopg
 
-from langgraph_pg_saver import PostgresSaver, _core
+from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver.checkpoint import core as _core
 
 
 def explain(dsn: str, filter: dict[str, Any], limit: int) -> str:

@@ -222,7 +222,7 @@ def decompose_put(dsn: str, calls: int, pooler: bool) -> dict[str, float]:
     its statement and parameters in Python, its statement alone on a plain connection, the floor's
     INSERT of the same bytes, a durable one-row INSERT (round trip + commit flush) and
     ``SELECT 1`` (the round trip)."""
-    from langgraph_pg_saver import _core
+    from langgraph_pg_saver.checkpoint import core as _core
 
     prepare = None if pooler else 0
     keys = (

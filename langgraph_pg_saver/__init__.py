@@ -1,10 +1,12 @@
 """langgraph-pg-saver: a production Postgres checkpointer for LangGraph."""
 
-from ._crypto import KeyringSerializer
-from ._import import ImportReport
-from ._lifecycle import Report
-from .aio import AsyncPostgresSaver
-from .errors import (
+from langgraph_pg_saver.checkpoint.imports import ImportReport
+from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.checkpoint.saver_async import AsyncPostgresSaver
+from langgraph_pg_saver.codec.crypto import KeyringSerializer
+from langgraph_pg_saver.db.retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
+from langgraph_pg_saver.db.steps import Report
+from langgraph_pg_saver.errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
     CorruptValueError,
@@ -25,10 +27,8 @@ from .errors import (
     StatementTimeoutError,
     ThreadNotEmptyError,
 )
-from .retry import DEFAULT_RETRY, NO_RETRY, RetryPolicy
-from .saver import PostgresSaver
-from .store import PostgresStore
-from .store_aio import AsyncPostgresStore
+from langgraph_pg_saver.store.store import PostgresStore
+from langgraph_pg_saver.store.store_async import AsyncPostgresStore
 
 __all__ = [
     "DEFAULT_RETRY",

@@ -7,7 +7,7 @@ import sys
 
 def main() -> None:
     try:
-        from .cli import main as cli_main
+        from langgraph_pg_saver.cli import main as cli_main
     except ImportError as exc:  # the cli extra is not installed
         sys.stderr.write(
             f"error: the langgraph-pg-saver CLI needs its extra ({exc.name or exc} is missing): "

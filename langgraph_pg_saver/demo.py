@@ -41,10 +41,10 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from typing_extensions import NotRequired, TypedDict
 
-from ._base import mask_dsn
-from .errors import PgSaverError
-from .saver import PostgresSaver
-from .store import PostgresStore
+from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.db.pool import mask_dsn
+from langgraph_pg_saver.errors import PgSaverError
+from langgraph_pg_saver.store.store import PostgresStore
 
 DEFAULT_DATA_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -380,7 +380,7 @@ def second_process(dsn: str, thread: str, *args: str) -> str:
 def run_cli(dsn: str, *args: str) -> None:
     """The ops command line, in this process, printed as a user would type it."""
     try:
-        from .cli import main as cli_main
+        from langgraph_pg_saver.cli import main as cli_main
     except ImportError:
         print("   (the ops command line needs its extra: pip install 'langgraph-pg-saver[cli]')")
         return

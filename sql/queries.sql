@@ -1,4 +1,4 @@
--- Named queries ("-- name: x"), loaded by langgraph_pg_saver/_sql.py. Placeholders, all "{name}":
+-- Named queries ("-- name: x"), loaded by langgraph_pg_saver/db/sql.py. Placeholders, all "{name}":
 --   {schema}  the saver's quoted schema;
 --   {_name}   the fragment "_name", included in place (fragments start with "_");
 --   {slot}    any other name: filled per call by Queries.render from named fragments, never from

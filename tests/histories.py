@@ -9,7 +9,8 @@ from typing import Any
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.base.id import uuid6
 
-from langgraph_pg_saver import PostgresSaver, _core
+from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver.checkpoint import core as _core
 
 
 @dataclass

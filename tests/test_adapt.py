@@ -8,7 +8,7 @@ from helpers import checkpoint, config
 from psycopg.adapt import PyFormat
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver._adapt import NULL_BYTEA, NullBytea
+from langgraph_pg_saver.db.adapt import NULL_BYTEA, NullBytea
 
 TEXTS = ["", "a", "é ü", "𝄞 emoji 🙂", "x" * 5000, "quote ' and \" and \\ and {,}"]
 BLOBS: list[bytes | None] = [b"", b"\x00\xff\x00", None, bytes(range(256)) * 20]
@@ -45,7 +45,7 @@ def test_text_follows_the_client_encoding(db_dsn: str) -> None:
 
 def test_the_null_bytea_is_a_typed_null(db_dsn: str) -> None:
     dumper = psycopg.adapters.get_dumper(NullBytea, PyFormat.BINARY)
-    assert dumper.__module__ == "langgraph_pg_saver._adapt"
+    assert dumper.__module__ == "langgraph_pg_saver.db.adapt"
     with psycopg.connect(db_dsn) as conn, conn.cursor(binary=True) as cur:
         row = cur.execute("SELECT %b IS NULL, pg_typeof(%b)::text", (NULL_BYTEA, NULL_BYTEA))
         assert row.fetchone() == (True, "bytea")

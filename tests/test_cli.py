@@ -23,7 +23,8 @@ from graphs import approval, delta_chat, two_nodes
 from pgserver import Server
 from psycopg.conninfo import conninfo_to_dict
 
-from langgraph_pg_saver import KeyringSerializer, PostgresSaver, PostgresStore, _migrate
+from langgraph_pg_saver import KeyringSerializer, PostgresSaver, PostgresStore
+from langgraph_pg_saver.db import migrate as _migrate
 
 CLI = [sys.executable, "-m", "langgraph_pg_saver"]
 HEAD = _migrate.head()

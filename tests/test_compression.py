@@ -25,8 +25,8 @@ from langgraph_pg_saver import (
     DecryptionError,
     KeyringSerializer,
     PostgresSaver,
-    _compress,
 )
+from langgraph_pg_saver.codec import compress as _compress
 
 rng = random.Random(3)
 WORDS = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(500)]
@@ -283,7 +283,7 @@ def test_values_encrypted_by_their_serializer_are_not_compressed(db_dsn: str) ->
 def test_threads_compressing_at_once_each_get_their_own_values_back() -> None:
     """The zstd contexts are per thread: 8 threads packing and unpacking different values at
     once all get their own bytes back."""
-    from langgraph_pg_saver import _compress
+    from langgraph_pg_saver.codec import compress as _compress
 
     results: dict[int, bool] = {}
 

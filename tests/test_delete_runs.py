@@ -25,9 +25,9 @@ from langgraph_pg_saver import (
     InvalidInputError,
     PostgresSaver,
     Report,
-    _compress,
-    _core,
 )
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.codec import compress as _compress
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_writes", "pgsaver_blobs")
 

@@ -26,7 +26,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from test_indexes import plan_nodes
 
-from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver, _core, _metadata
+from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import metadata as _metadata
 from langgraph_pg_saver.errors import InvalidInputError
 
 SERDE = JsonPlusSerializer()

@@ -295,7 +295,7 @@ def test_every_hot_path_statement_stays_on_its_thread(
     thread_id (the claim of docs/scaling.md about distributing the tables by thread_id)."""
     from helpers import checkpoint, config
 
-    from langgraph_pg_saver import _core
+    from langgraph_pg_saver.checkpoint import core as _core
 
     dsn, saver, hist = seeded
     q = saver._q

@@ -565,7 +565,7 @@ def test_put_waiting_on_a_delete_of_its_parent_sees_how_it_ended(
     a value the child keeps, a normal put when the delete was rolled back."""
     saver = lock_saver
     from langgraph_pg_saver import ParentCheckpointMissingError
-    from langgraph_pg_saver._sql import raw_queries
+    from langgraph_pg_saver.db.sql import raw_queries
 
     lock_class = int(raw_queries()["_lock_class"].strip())
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})

@@ -47,7 +47,9 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command, StateSnapshot
 from test_resilience import Killer
 
-from langgraph_pg_saver import PgSaverError, PostgresSaver, _lifecycle
+from langgraph_pg_saver import PgSaverError, PostgresSaver
+from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
+from langgraph_pg_saver.db import steps as _steps
 
 # ---------------------------------------------------------------- the run's size
 
@@ -377,7 +379,7 @@ def orphan_writes(dsn: str) -> Orphans:
 # ---------------------------------------------------------------- the roles
 
 
-def counted(steps: _lifecycle.Steps, tally: Tally) -> _lifecycle.Steps:
+def counted(steps: _steps.Steps, tally: Tally) -> _steps.Steps:
     """A lifecycle job's steps, counting those done (each committed one batch)."""
     try:
         step = next(steps)

@@ -20,7 +20,7 @@ from helpers import checkpoint, config, traced
 from test_indexes import plan_nodes
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver._sql import WALKS
+from langgraph_pg_saver.db.sql import WALKS
 
 THREADS, PER_THREAD = 1000, 30
 ID_INDEX = "pgsaver_checkpoints_id_idx"

@@ -11,7 +11,7 @@ from helpers import checkpoint, config, run_threads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
-from langgraph_pg_saver.pool import AsyncLifoConnectionPool, LifoConnectionPool
+from langgraph_pg_saver.db.pool import AsyncLifoConnectionPool, LifoConnectionPool
 
 
 def test_sync_pool_reuses_the_connection_returned_last(db_dsn: str) -> None:

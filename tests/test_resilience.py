@@ -31,7 +31,7 @@ from langgraph_pg_saver import (
     SaverClosedError,
     StatementTimeoutError,
 )
-from langgraph_pg_saver.retry import is_transient
+from langgraph_pg_saver.db.retry import is_transient
 
 
 def kill_backends(dsn: str, *, wait: bool = True) -> int:

@@ -23,8 +23,8 @@ from langgraph_pg_saver import (
     InvalidInputError,
     PostgresSaver,
     SaverClosedError,
-    _core,
 )
+from langgraph_pg_saver.checkpoint import core as _core
 
 
 def count(dsn: str, table: str) -> int:

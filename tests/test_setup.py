@@ -20,7 +20,7 @@ from langgraph_pg_saver import (
     SchemaOutdatedError,
     SchemaTooNewError,
 )
-from langgraph_pg_saver._sql import migrations, queries_for
+from langgraph_pg_saver.db.sql import migrations, queries_for
 
 HEAD = len(migrations())
 TABLES = {

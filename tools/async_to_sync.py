@@ -49,7 +49,9 @@ RENAMES: dict[str, str] = {
     "__aexit__": "__exit__",
     "AsyncLifoConnectionPool": "LifoConnectionPool",
     "AsyncDriver": "Driver",
-    "_driver_async": "_driver_sync",
+    "driver_async": "driver",
+    "saver_async": "saver",
+    "store_async": "store",
 }
 
 
@@ -80,15 +82,15 @@ _SAVER_METHODS = {
 }
 
 TARGETS = (
-    Target("langgraph_pg_saver/_driver_async.py", "langgraph_pg_saver/_driver_sync.py"),
+    Target("langgraph_pg_saver/db/driver_async.py", "langgraph_pg_saver/db/driver.py"),
     Target(
-        "langgraph_pg_saver/aio.py",
-        "langgraph_pg_saver/saver.py",
+        "langgraph_pg_saver/checkpoint/saver_async.py",
+        "langgraph_pg_saver/checkpoint/saver.py",
         {"AsyncPostgresSaver": "PostgresSaver", **_SAVER_METHODS},
     ),
     Target(
-        "langgraph_pg_saver/store_aio.py",
-        "langgraph_pg_saver/store.py",
+        "langgraph_pg_saver/store/store_async.py",
+        "langgraph_pg_saver/store/store.py",
         {
             "AsyncPostgresStore": "PostgresStore",
             "AsyncStoreBase": "SyncStoreBase",

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver import _adapt, _core, _metadata
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.db import adapt as _adapt
 from langgraph_pg_saver.errors import InvalidInputError
 
 SERDE = JsonPlusSerializer()
@@ -245,7 +247,7 @@ def test_params_nbytes_counts_bytea_values() -> None:
         {"a": 1, "b": 1},
     )
     params = built.params
-    from langgraph_pg_saver._driver import params_nbytes
+    from langgraph_pg_saver.db.policy import params_nbytes
 
     n = params_nbytes(params)
     assert len(params["checkpoint"]) + 1000 < n < len(params["checkpoint"]) + 1100
@@ -406,7 +408,7 @@ def test_merge_metadata_keeps_nuls_and_skips_reserved_keys() -> None:
 
 
 def test_put_tries_plain_inserts_that_differ_from_the_upsert_only_in_on_conflict() -> None:
-    from langgraph_pg_saver._sql import queries_for
+    from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for("public")
     assert b"ON CONFLICT" not in q.render("put_new", blob_rows=0, claim=False)
@@ -462,7 +464,7 @@ def test_values_json_cannot_hold_are_stored_lossy_with_the_exact_form_aside() ->
 
 @pytest.mark.parametrize("name", ["put", "put_new", "put_writes", "put_writes_new"])
 def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(name: str) -> None:
-    from langgraph_pg_saver._sql import queries_for
+    from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for("public")
     slot = "blob_rows" if name.startswith("put_new") or name == "put" else "write_rows"
@@ -490,7 +492,7 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
     # parameters; beyond either, it parses the query again on every call
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
 
-    from langgraph_pg_saver._sql import queries_for
+    from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for("s" * 63)  # the longest schema name
     n = _core.VALUES_MAX_ROWS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver._crypto import (
+from langgraph_pg_saver.codec.crypto import (
     MAGIC,
     DecryptionError,
     EncryptionKeyError,

@@ -15,17 +15,15 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver import _lifecycle
-from langgraph_pg_saver._lifecycle import (
+from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
+from langgraph_pg_saver.checkpoint.lifecycle import (
     DEFAULT_BATCH,
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_THREAD_BATCH,
-    Report,
-    Rows,
-    Step,
-    Stmt,
 )
-from langgraph_pg_saver._sql import queries_for
+from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.sql import queries_for
+from langgraph_pg_saver.db.steps import Report, Rows, Step, Stmt
 from langgraph_pg_saver.errors import (
     DeltaDependencyError,
     EntangledRunError,
@@ -104,7 +102,7 @@ class FakeDriver:
             raise AssertionError(f"unexpected step {step_names(step)}")
         return queue.pop(0)
 
-    def run(self, steps: _lifecycle.Steps) -> Any:
+    def run(self, steps: _steps.Steps) -> Any:
         try:
             step = next(steps)
             while True:
@@ -173,10 +171,10 @@ def test_step_transactional() -> None:
 
 
 def test_lock_timeout_param_is_whole_milliseconds_at_least_one() -> None:
-    assert _lifecycle.lock_timeout_param(5.0) == "5000ms"
-    assert _lifecycle.lock_timeout_param(0.25) == "250ms"
-    assert _lifecycle.lock_timeout_param(0.0001) == "1ms"
-    assert _lifecycle.lock_timeout_param(0) == "1ms"
+    assert _steps.lock_timeout_param(5.0) == "5000ms"
+    assert _steps.lock_timeout_param(0.25) == "250ms"
+    assert _steps.lock_timeout_param(0.0001) == "1ms"
+    assert _steps.lock_timeout_param(0) == "1ms"
 
 
 def test_report_add_sums_counts_only() -> None:
@@ -206,11 +204,11 @@ def test_thread_ids_param_sorts_and_dedups() -> None:
 # --------------------------------------------------------------------------- input checks
 
 
-def _gen_prune(*a: Any, **k: Any) -> Callable[[], _lifecycle.Steps]:
+def _gen_prune(*a: Any, **k: Any) -> Callable[[], _steps.Steps]:
     return lambda: _lifecycle.prune(Q, *a, **k)
 
 
-def _gen_retention(**k: Any) -> Callable[[], _lifecycle.Steps]:
+def _gen_retention(**k: Any) -> Callable[[], _steps.Steps]:
     return lambda: _lifecycle.retention(Q, **k)
 
 
@@ -272,9 +270,7 @@ BAD_INPUTS: list[Any] = [
 
 
 @pytest.mark.parametrize(("make", "message"), BAD_INPUTS)
-def test_input_checks_raise_before_any_step(
-    make: Callable[[], _lifecycle.Steps], message: str
-) -> None:
+def test_input_checks_raise_before_any_step(make: Callable[[], _steps.Steps], message: str) -> None:
     driver = FakeDriver()  # answers no step: a yielded step would fail with an AssertionError
     with pytest.raises(InvalidInputError, match=message):
         driver.run(make())

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from langgraph_pg_saver import InvalidSchemaNameError, _sql
+from langgraph_pg_saver import InvalidSchemaNameError
+from langgraph_pg_saver.db import sql as _sql
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "langgraph_pg_saver"
@@ -19,7 +20,7 @@ PACKAGE = ROOT / "langgraph_pg_saver"
 
 def _used_names() -> set[str]:
     used: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         used |= set(re.findall(r'q(?:ueries)?\["(\w+)"\]', text))
         used |= set(re.findall(r'self\._q\["(\w+)"\]', text))
@@ -124,7 +125,8 @@ def test_additive_migrations_are_marked_in_their_header() -> None:
 
 
 def test_newer_migrations_are_refused_unless_all_additive() -> None:
-    from langgraph_pg_saver import SchemaTooNewError, _migrate
+    from langgraph_pg_saver import SchemaTooNewError
+    from langgraph_pg_saver.db import migrate as _migrate
 
     head = _migrate.head()
     known = dict.fromkeys(range(1, head + 1), False)
@@ -167,7 +169,7 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
     import re
     from pathlib import Path
 
-    from langgraph_pg_saver._sql import queries_for
+    from langgraph_pg_saver.db.sql import queries_for
 
     migrations = Path(__file__).resolve().parents[2] / "sql" / "migrations"
     q = queries_for("public")

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import zstandard
 
-from .errors import CorruptValueError, DecryptionError
+from langgraph_pg_saver.errors import CorruptValueError, DecryptionError
 
 #: the compression option's values: "zstd" (default) or None (store values as serialized)
 Compression = Literal["zstd"] | None

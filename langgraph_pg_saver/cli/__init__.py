@@ -25,14 +25,19 @@ import psycopg
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import sql
 
-from . import _migrate
-from ._base import DEFAULT_SCHEMA, mask_dsn
-from ._crypto import KeyringSerializer
-from ._import import ImportReport
-from ._lifecycle import Report
-from ._sql import queries_for
-from .errors import InvalidSchemaNameError, PgSaverError, SchemaOutdatedError, ThreadNotEmptyError
-from .saver import PostgresSaver
+from langgraph_pg_saver.checkpoint.imports import ImportReport
+from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.codec.crypto import KeyringSerializer
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db.pool import mask_dsn
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, queries_for
+from langgraph_pg_saver.db.steps import Report
+from langgraph_pg_saver.errors import (
+    InvalidSchemaNameError,
+    PgSaverError,
+    SchemaOutdatedError,
+    ThreadNotEmptyError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -1472,7 +1477,7 @@ def import_official(
         if verify and not dry_run:
             out["verify"] = _verify_import(c, saver, source_schema, start_after)
     if with_store and not dry_run:
-        from .store import PostgresStore
+        from langgraph_pg_saver.store.store import PostgresStore
 
         with PostgresStore.from_conn_string(c.dsn, schema=c.schema) as store:
             store.setup(check=True)

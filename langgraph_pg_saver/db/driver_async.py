@@ -1,9 +1,9 @@
 # [async-only]
 """AsyncDriver: how an async saver (or store) runs its statements on a psycopg pool or connection.
 
-This is the source of ``_driver_sync.py`` (``Driver``; ``tools/async_to_sync.py`` writes it): change
+This is the source of ``db/driver.py`` (``Driver``; ``tools/async_to_sync.py`` writes it): change
 this file, then run ``make generate``. The policy both share (which cursor, when to switch to
-autocommit, size limits) is in ``_driver.py``.
+autocommit, size limits) is in ``db/policy.py``.
 
 Every statement runs on a binary cursor with tuple rows, whatever the caller configured on the
 connection; a pooled connection is checked out for one operation and returned, so concurrent
@@ -14,7 +14,7 @@ by the caller is shared under a lock.
 # [sync-only]
 # """Driver: how a sync saver (or store) runs its statements on a psycopg pool or connection.
 #
-# The source is the async driver; the policy both share is in ``_driver.py``.
+# The source is the async driver; the policy both share is in ``db/policy.py``.
 # """
 # [/sync-only]
 
@@ -32,8 +32,9 @@ from psycopg import AsyncConnection, AsyncCursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from . import _lifecycle, _migrate
-from ._driver import (
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
@@ -56,15 +57,26 @@ from ._driver import (
     rows_nbytes,
     timeout_error,
 )
-from ._sql import CustomPlan, Queries
-from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
-from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
+from langgraph_pg_saver.db.retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    is_transient,
+    lost_connection,
+    socket_readable,
+)
+from langgraph_pg_saver.db.sql import CustomPlan, Queries
+from langgraph_pg_saver.errors import (
+    PgSaverError,
+    PrivilegeError,
+    SaverClosedError,
+    StatementTimeoutError,
+)
 
 # isort: off
 # [async-only]
 import asyncio
 
-from ._driver import check_event_loop
+from langgraph_pg_saver.db.policy import check_event_loop
 
 _sleep = asyncio.sleep
 # [/async-only]
@@ -592,7 +604,7 @@ class AsyncDriver:
 
     # ------------------------------------------------------------------ lifecycle steps
 
-    async def drive(self, steps: _lifecycle.Steps) -> Any:
+    async def drive(self, steps: _steps.Steps) -> Any:
         """Run a step generator of ``_lifecycle``: each step on one connection, in one transaction;
         the rows of its last statement go back into the generator."""
         try:
@@ -602,7 +614,7 @@ class AsyncDriver:
         except StopIteration as done:
             return done.value
 
-    async def run_step(self, step: _lifecycle.Step) -> list[Row]:
+    async def run_step(self, step: _steps.Step) -> list[Row]:
         """One step in its own transaction; rerun as a whole after a transient error (its
         transaction rolled back)."""
         retry = 0
@@ -613,7 +625,7 @@ class AsyncDriver:
                 retry += 1
                 await self._retry_or_raise(exc, retry)
 
-    async def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
+    async def _run_step_once(self, step: _steps.Step) -> list[Row]:
         async with self.cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]
@@ -625,11 +637,11 @@ class AsyncDriver:
                 async with cur.connection.transaction():
                     # a transaction-local setting; never set inside a transaction of the caller's
                     if step.lock_timeout is not None and own:
-                        timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                        timeout = _steps.lock_timeout_param(step.lock_timeout)
                         await cur.execute(
                             self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
                         )
-                    part: _lifecycle.Step | None = step
+                    part: _steps.Step | None = step
                     while part is not None:
                         for stmt in part.statements:
                             await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)

@@ -1,6 +1,4 @@
-# generated from langgraph_pg_saver/store_aio.py by tools/async_to_sync.py: do not edit
-# (change langgraph_pg_saver/store_aio.py, then run `make generate`)
-"""PostgresStore: LangGraph's BaseStore (long-term memory across threads) on Postgres.
+"""AsyncPostgresStore: LangGraph's BaseStore (long-term memory across threads) on Postgres.
 
 The source of both stores: the sync one is generated from this module by
 ``tools/async_to_sync.py``. The rules (what is stored, what a filter selects) are in ``_store``,
@@ -15,16 +13,28 @@ from types import TracebackType
 from typing import Any
 
 from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
-from psycopg import Connection, errors
-from psycopg_pool import ConnectionPool
+from psycopg import AsyncConnection, errors
+from psycopg_pool import AsyncConnectionPool
 
-from . import _core, _lifecycle, _store
-from ._base import DEFAULT_PREPARE_THRESHOLD, DEFAULT_SCHEMA, pool_options
-from ._driver_sync import CLOSE_TIMEOUT, Driver
-from ._store_base import SEARCH_PAGE, BatchPlan, SyncStoreBase
-from .errors import PgSaverError, PrivilegeError, SchemaError
-from .pool import LifoConnectionPool
-from .retry import DEFAULT_RETRY, RetryPolicy
+from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
+from langgraph_pg_saver.db.pool import (
+    DEFAULT_PREPARE_THRESHOLD,
+    AsyncLifoConnectionPool,
+    pool_options,
+)
+from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
+from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
+from langgraph_pg_saver.store import rules as _store
+from langgraph_pg_saver.store.base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
+
+# isort: off
+# [async-only]
+import asyncio
+# [/async-only]
+# isort: on
 
 #: expired items the TTL sweep deletes per statement
 SWEEP_BATCH = 1000
@@ -49,13 +59,13 @@ _NO_PGVECTOR = (
 )
 
 
-class PostgresStore(SyncStoreBase):
+class AsyncPostgresStore(AsyncStoreBase):
     """A LangGraph store (``BaseStore``) keeping items in Postgres, in the tables of this
     package's schema (``pgsaver_store``).
 
     Args:
-        conn: a ``psycopg_pool.ConnectionPool`` (recommended: no instance lock, every
-            operation checks out its own connection) or a single ``psycopg.Connection``.
+        conn: a ``psycopg_pool.AsyncConnectionPool`` (recommended: no instance lock, every
+            operation checks out its own connection) or a single ``psycopg.AsyncConnection``.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
         deserializer: applied to each value's JSON bytes as it is read.
         index: semantic search; not available in this release (raises).
@@ -65,11 +75,11 @@ class PostgresStore(SyncStoreBase):
         schema: the Postgres schema of the tables (default ``public``).
     """
 
-    _driver: Driver
+    _driver: AsyncDriver
 
     def __init__(
         self,
-        conn: Connection[Any] | ConnectionPool[Any],
+        conn: AsyncConnection[Any] | AsyncConnectionPool[Any],
         *,
         pipe: object | None = None,
         deserializer: Any = None,
@@ -79,9 +89,15 @@ class PostgresStore(SyncStoreBase):
         retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
-        self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
         self._sweeper: Any = None
         self._iterative: bool | None = None
+        # [async-only]
+        try:  # made inside the loop (as the official store must be): bound to it at once
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+        # [/async-only]
 
     @classmethod
     def from_conn_string(
@@ -97,20 +113,20 @@ class PostgresStore(SyncStoreBase):
         connect_kwargs: dict[str, Any] | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 30.0,
-    ) -> PostgresStore:
+    ) -> AsyncPostgresStore:
         """A store that creates and owns a connection pool to ``conn_string``; use it as a
-        context manager (``with PostgresStore.from_conn_string(dsn) as store:``).
+        context manager (``async with AsyncPostgresStore.from_conn_string(dsn) as store:``).
 
         ``pool_config``: ``min_size`` (1), ``max_size`` (10) and ``kwargs`` (connection
         arguments), as for the official store; a pool is made either way. The other options are
         the savers' (docs/guide.md, "Connections and options")."""
         config = dict(pool_config or {})
-        kwargs = _core.connect_kwargs(
+        kwargs = _pool.connect_kwargs(
             conn_string,
             prepare_threshold,
             {**(config.get("kwargs") or {}), **(connect_kwargs or {})},
         )
-        pool: ConnectionPool[Any] = LifoConnectionPool(
+        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
             conn_string,
             min_size=int(config.get("min_size", 1)),
             max_size=int(config.get("max_size", 10)),
@@ -123,43 +139,50 @@ class PostgresStore(SyncStoreBase):
         store._driver.own_pool()
         return store
 
-    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresStore:
+    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresStore:
         """Open the pool this store owns (a no-op for a pool or connection you passed in)."""
-        self._driver.open(wait=wait, timeout=timeout)
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        await self._driver.open(wait=wait, timeout=timeout)
         return self
 
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
         calls still running get ``timeout`` seconds, then are cancelled."""
-        self.stop_ttl_sweeper(timeout=timeout)
-        self._driver.close(timeout)
+        await self.stop_ttl_sweeper(timeout=timeout)
+        await self._driver.close(timeout)
 
-    def __enter__(self) -> PostgresStore:
+    async def __aenter__(self) -> AsyncPostgresStore:
         if self._driver.closed:
-            self.open()
+            await self.open()
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
         return self
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.close()
 
-    def setup(self, *, check: bool = False) -> None:
+    async def setup(self, *, check: bool = False) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
         safe from many workers at once. ``check=True`` changes nothing and raises
         ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
         pgvector extension, the vectors table of its dimension and its ANN index."""
-        self._driver.migrate(check=check)
+        # [async-only]
+        self.loop = asyncio.get_running_loop()
+        # [/async-only]
+        await self._driver.migrate(check=check)
         spec = self.index_spec
         if spec is None:
             return
-        rows = self._driver.run_step(
-            _lifecycle.Step(
-                (_lifecycle.Stmt(self._q["store_vector_column"], {"schema": self._q.schema}),)
-            )
+        rows = await self._driver.run_step(
+            _steps.Step((_steps.Stmt(self._q["store_vector_column"], {"schema": self._q.schema}),))
         )
         have = rows[0][0] if rows else None
         want = f"{spec.vector_type}({spec.dims})"
@@ -176,13 +199,12 @@ class PostgresStore(SyncStoreBase):
                     "setup() once with this index (a role that may create tables)"
                 )
             return
-        statements = [_lifecycle.Stmt(self._q["store_vector_extension"], None)]
+        statements = [_steps.Stmt(self._q["store_vector_extension"], None)]
         statements += [
-            _lifecycle.Stmt(text.encode(), None)
-            for text in _store.index_ddl(self._q.schema_sql, spec)
+            _steps.Stmt(text.encode(), None) for text in _store.index_ddl(self._q.schema_sql, spec)
         ]
         try:
-            self._driver.run_step(_lifecycle.Step(tuple(statements), lock_timeout=30.0))
+            await self._driver.run_step(_steps.Step(tuple(statements), lock_timeout=30.0))
         except errors.FeatureNotSupported as exc:
             raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
         except errors.UndefinedFile as exc:
@@ -200,16 +222,20 @@ class PostgresStore(SyncStoreBase):
 
     # ------------------------------------------------------------------ batches
 
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the store as it was before the batch's
         writes), then every put and delete of the batch in one transaction."""
+        # [async-only]
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        # [/async-only]
         listed, plan = self._plan(ops)
         results: list[Result] = [None] * len(listed)
         q = self._q
         refresh: list[tuple[str, str]] = []
         for prefix, wanted in plan.gets.items():
             keys = sorted({key for _, key, _ in wanted})
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
             )
             found = {row[1]: row for row in rows}
@@ -226,29 +252,29 @@ class PostgresStore(SyncStoreBase):
             assert self.embeddings is not None
             assert self.index_spec is not None
             for text in queries:
-                embedded = self.embeddings.embed_query(text)
+                embedded = await self.embeddings.aembed_query(text)
                 vectors[text] = _store.vector_text(
                     embedded, self.index_spec.dims, f"the query {text!r}"
                 )
         for i, op, under, flt, refreshing in plan.searches:
             if op.query and semantic:
-                rows = self._semantic(op, under, flt, vectors[op.query])
+                rows = await self._semantic(op, under, flt, vectors[op.query])
             else:
-                rows = self._search(op, under, flt)
+                rows = await self._search(op, under, flt)
             results[i] = [self._item(row, search=True) for row in rows]
             if refreshing:
                 refresh.extend((row[0], row[1]) for row in rows if row[6] is not None)
         for i, listing in plan.lists:
-            results[i] = self._list_namespaces(listing)
+            results[i] = await self._list_namespaces(listing)
         if refresh:
-            self._driver.execute(
+            await self._driver.execute(
                 q["store_refresh"],
                 {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
             )
-        self._write(plan)
+        await self._write(plan)
         return results
 
-    def _search(self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan) -> list[Any]:
+    async def _search(self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan) -> list[Any]:
         q = self._q
         params: dict[str, Any] = {
             "prefix": prefix,
@@ -257,14 +283,14 @@ class PostgresStore(SyncStoreBase):
             "omit_expired": True,
         }
         if flt.exact and not op.offset:
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 q["store_search"], {**params, "limit": op.limit, "offset": 0}
             )
             if all(row[3] is None for row in rows):  # plain rows: the prefilter was exact
                 return rows
         elif flt.exact:
             # the rows before the offset are read too: a lossy one the check drops moves it
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 q["store_search"], {**params, "limit": op.offset + op.limit, "offset": 0}
             )
             if all(row[3] is None for row in rows):
@@ -275,7 +301,7 @@ class PostgresStore(SyncStoreBase):
         start = 0
         page = max(SEARCH_PAGE, 2 * wanted)
         while len(matched) < wanted:
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 q["store_search"], {**params, "limit": page, "offset": start}
             )
             for row in rows:
@@ -287,7 +313,7 @@ class PostgresStore(SyncStoreBase):
             start += page
         return matched[op.offset : wanted]
 
-    def _semantic(
+    async def _semantic(
         self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan, query: str
     ) -> list[Any]:
         """The items nearest to ``query``: the nearest vectors, read in growing numbers until
@@ -311,17 +337,17 @@ class PostgresStore(SyncStoreBase):
             search = {**params, "candidates": candidates, "rows": wanted if exact else None}
             if not deep and (candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat"):
                 # the index's defaults return this many: one statement, one round trip
-                rows = self._driver.fetch_all(statement, search)
+                rows = await self._driver.fetch_all(statement, search)
             else:
                 # more candidates than an HNSW scan returns by default (hnsw.ef_search), more
                 # IVFFlat lists probed, and a scan that does not stop at the namespace filter:
                 # set for this transaction only
                 knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
-                steps = [_lifecycle.Stmt(q["store_ef_search"], knobs, prepare=None)]
-                if self._iterative_scans():
-                    steps.append(_lifecycle.Stmt(q["store_iterative_scan"], None, prepare=None))
-                steps.append(_lifecycle.Stmt(statement, search, prepare=None))
-                rows = self._driver.run_step(_lifecycle.Step(tuple(steps)))
+                steps = [_steps.Stmt(q["store_ef_search"], knobs, prepare=None)]
+                if await self._iterative_scans():
+                    steps.append(_steps.Stmt(q["store_iterative_scan"], None, prepare=None))
+                steps.append(_steps.Stmt(statement, search, prepare=None))
+                rows = await self._driver.run_step(_steps.Step(tuple(steps)))
             given, held = (int(rows[0][8]), int(rows[0][9])) if rows else (0, 0)
             found = [row for row in rows if row[0] is not None]
             kept = [
@@ -347,17 +373,20 @@ class PostgresStore(SyncStoreBase):
         ]
         if len(scored) < op.limit:
             scored.extend(
-                (*row[:7], None) for row in self._unscored(params, flt, op.limit - len(scored))
+                (*row[:7], None)
+                for row in await self._unscored(params, flt, op.limit - len(scored))
             )
         return scored
 
-    def _unscored(self, params: dict[str, Any], flt: _store.FilterPlan, need: int) -> list[Any]:
+    async def _unscored(
+        self, params: dict[str, Any], flt: _store.FilterPlan, need: int
+    ) -> list[Any]:
         """Up to ``need`` items without vectors that pass the filter, newest first."""
         out: list[Any] = []
         start = 0
         page = max(SEARCH_PAGE, need)
         while len(out) < need:
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 self._q["store_unscored"], {**params, "limit": page, "offset": start}
             )
             out.extend(
@@ -368,19 +397,19 @@ class PostgresStore(SyncStoreBase):
             start += page
         return out[:need]
 
-    def _iterative_scans(self) -> bool:
+    async def _iterative_scans(self) -> bool:
         """Whether the server's pgvector has iterative index scans (0.8 or newer)."""
         if self._iterative is None:
-            row = self._driver.fetch_one(self._q["store_pgvector_version"], {})
+            row = await self._driver.fetch_one(self._q["store_pgvector_version"], {})
             parts = str(row[0] if row else "0").split(".")
             version = tuple(int(p) for p in parts[:2] if p.isdigit())
             self._iterative = version >= (0, 8)
         return self._iterative
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         start = _store.literal_prefix(op.match_conditions or ())
         prefix = ".".join(start) if start else None
-        rows = self._driver.fetch_all(
+        rows = await self._driver.fetch_all(
             self._q["store_prefixes"],
             {
                 "prefix": prefix,
@@ -390,27 +419,27 @@ class PostgresStore(SyncStoreBase):
         )
         return self._namespaces(op, (row[0] for row in rows))
 
-    def _write(self, plan: BatchPlan) -> None:
+    async def _write(self, plan: BatchPlan) -> None:
         for _ in range(3):
             try:
-                self._write_once(plan)
+                await self._write_once(plan)
                 return
             except _StaleVectors:
                 continue  # another writer changed a field meanwhile: read and embed again
-        self._write_once(plan)
+        await self._write_once(plan)
 
-    def _write_once(self, plan: BatchPlan) -> None:
+    async def _write_once(self, plan: BatchPlan) -> None:
         put, delete = self._put_params(plan)
         q = self._q
         vectors = None
         if plan.texts and self.embeddings is not None and self.index_spec is not None:
-            rows = self._driver.fetch_all(
+            rows = await self._driver.fetch_all(
                 q["store_vector_hashes"],
                 {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
             )
             known = {(r[0], r[1], r[2]): r[3] for r in rows}
             texts = self._to_embed(plan, known)
-            embedded = self.embeddings.embed_documents(texts) if texts else []
+            embedded = await self.embeddings.aembed_documents(texts) if texts else []
             if len(embedded) != len(texts):
                 raise PgSaverError(
                     f"the embedding function returned {len(embedded)} embeddings for "
@@ -419,22 +448,22 @@ class PostgresStore(SyncStoreBase):
             vectors = self._vector_params(plan, known, dict(zip(texts, embedded, strict=True)))
         statements = []
         if delete is not None:
-            statements.append(_lifecycle.Stmt(q["store_delete"], delete, prepare=None))
+            statements.append(_steps.Stmt(q["store_delete"], delete, prepare=None))
         if put is not None:
-            statements.append(_lifecycle.Stmt(q["store_put"], put, prepare=None))
+            statements.append(_steps.Stmt(q["store_put"], put, prepare=None))
         if vectors is not None:
             statement = q.render("store_vector_put", vtype=self.index_spec.vector_type)  # type: ignore[union-attr]
-            statements.append(_lifecycle.Stmt(statement, vectors, prepare=None))
+            statements.append(_steps.Stmt(statement, vectors, prepare=None))
         if len(statements) == 1:
-            self._driver.execute(statements[0].query, statements[0].params or {})
+            await self._driver.execute(statements[0].query, statements[0].params or {})
         elif statements:
-            self._driver.run_step(
-                _lifecycle.Step(tuple(statements), then=_check_vectors if vectors else None)
+            await self._driver.run_step(
+                _steps.Step(tuple(statements), then=_check_vectors if vectors else None)
             )
 
     # ------------------------------------------------------------------ import
 
-    def import_official(
+    async def aimport_official(
         self,
         *,
         source_schema: str = DEFAULT_SCHEMA,
@@ -452,10 +481,10 @@ class PostgresStore(SyncStoreBase):
         ``reembed=True``, every imported item is embedded again with this store's index. Returns
         the counts: ``items`` read, ``imported``, ``vectors`` copied, ``embedded`` texts.
         """
-        _lifecycle._batch_size(batch)
+        _steps.batch_size(batch)
         source = _store.SourceTables(source_schema)
         q = self._q
-        found = self._driver.fetch_one(source.exists(), source.names())
+        found = await self._driver.fetch_one(source.exists(), source.names())
         has_store, has_vectors = found or (False, False)
         if not has_store:
             raise PgSaverError(
@@ -465,7 +494,7 @@ class PostgresStore(SyncStoreBase):
         spec = self.index_spec
         copy = spec if spec is not None and has_vectors and not reembed else None
         if copy is not None:
-            column = self._driver.fetch_one(source.vector_column(), source.names())
+            column = await self._driver.fetch_one(source.vector_column(), source.names())
             want = f"{copy.vector_type}({copy.dims})"
             have = column[0] if column else None
             if have is not None and have.split("(")[-1] != want.split("(")[-1]:
@@ -481,9 +510,9 @@ class PostgresStore(SyncStoreBase):
                 "k1": after[0] if after else None,
                 "k2": after[1] if after else None,
             }
-            rows = self._driver.run_step(
-                _lifecycle.Step(
-                    (_lifecycle.Stmt(source.items(q.schema_sql, copy), {**keys, "limit": batch}),),
+            rows = await self._driver.run_step(
+                _steps.Step(
+                    (_steps.Stmt(source.items(q.schema_sql, copy), {**keys, "limit": batch}),),
                     lock_timeout=30.0,
                 )
             )
@@ -494,8 +523,8 @@ class PostgresStore(SyncStoreBase):
             counts["imported"] += int(imported)
             counts["vectors"] += int(moved)
             if spec is not None and reembed:
-                counts["embedded"] += self._reembed(
-                    self._driver.fetch_all(
+                counts["embedded"] += await self._reembed(
+                    await self._driver.fetch_all(
                         source.rows(q.schema_sql), {**keys, "p2": last_prefix, "q2": last_key}
                     )
                 )
@@ -506,7 +535,7 @@ class PostgresStore(SyncStoreBase):
                 break
         return counts
 
-    def _reembed(self, rows: list[Any]) -> int:
+    async def _reembed(self, rows: list[Any]) -> int:
         """Embed items again with this store's index (an import's batch); their values and
         timestamps stay as they are."""
         spec = self.index_spec
@@ -517,21 +546,21 @@ class PostgresStore(SyncStoreBase):
             item = _store.row_to_item(row)
             plan.texts[(row[0], row[1])] = _store.index_texts(spec, item.value, None)
         texts = self._to_embed(plan, {})
-        embedded = self.embeddings.embed_documents(texts) if texts else []
+        embedded = await self.embeddings.aembed_documents(texts) if texts else []
         vectors = self._vector_params(plan, {}, dict(zip(texts, embedded, strict=True)))
         if vectors is not None:
             statement = self._q.render("store_vector_put", vtype=spec.vector_type)
-            self._driver.execute(statement, vectors)
+            await self._driver.execute(statement, vectors)
         return len(texts)
 
     # ------------------------------------------------------------------ TTL
 
-    def sweep_ttl(self) -> int:
+    async def sweep_ttl(self) -> int:
         """Delete expired items, in batches; returns how many. Another worker's sweep running at
         the same time makes this one a no-op (0): one sweep at a time across workers."""
         total = 0
         while True:
-            row = self._driver.fetch_one(
+            row = await self._driver.fetch_one(
                 self._q["store_sweep"], {"limit": SWEEP_BATCH, "schema": self._q.schema}
             )
             held, count = (row or (False, 0))[:2]

@@ -21,8 +21,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._sql import Migration, migrations
-from .errors import SchemaOutdatedError, SchemaTooNewError
+from langgraph_pg_saver.db.sql import Migration, migrations
+from langgraph_pg_saver.errors import SchemaOutdatedError, SchemaTooNewError
 
 
 def lock_key(schema: str) -> int:
@@ -69,7 +69,7 @@ def script(schema: str, *, after: int = 0) -> str:
     """The SQL of ``setup()`` as one script for a DBA or a migration tool (``langgraph-pg-saver
     setup --sql``): the migrations after ``after`` (0: from an empty database), each recorded as
     setup() records it, in one transaction under setup()'s lock. No connection is made."""
-    from ._sql import queries_for
+    from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for(schema)
     known = migrations()

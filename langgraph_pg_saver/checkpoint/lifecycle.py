@@ -8,8 +8,7 @@ drive the same generators, so the logic exists once and is tested once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,84 +16,29 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _compress, _core
-from ._crypto import KeyringSerializer, Place
-from ._sql import Queries
-from .errors import (
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
+from langgraph_pg_saver.db.sql import Queries
+from langgraph_pg_saver.db.steps import (
+    Report,
+    Rows,
+    Step,
+    Steps,
+    Stmt,
+    batch_size,
+)
+from langgraph_pg_saver.errors import (
     DeltaDependencyError,
     EntangledRunError,
     InvalidInputError,
     ThreadNotEmptyError,
 )
 
-Rows = list[tuple[Any, ...]]
 DEFAULT_BATCH = 1000
 DEFAULT_THREAD_BATCH = 100
 DEFAULT_LOCK_TIMEOUT = 5.0
 PRUNE_STRATEGIES = ("keep_latest", "delete")
-
-
-@dataclass(frozen=True)
-class Stmt:
-    """One statement. ``prepare=False``: never a server-side prepared statement (lifecycle work is rare
-    and heavy, so planning costs little and a generic plan could cost a lot); ``None``: follow the
-    connection's ``prepare_threshold`` (statements on an agent's hot path)."""
-
-    query: bytes
-    params: Mapping[str, Any] | None = None
-    prepare: bool | None = False
-
-
-@dataclass(frozen=True)
-class Step:
-    """Statements run in order in one transaction (a lone statement runs on its own, atomically).
-
-    ``then``: called with the rows of the last statement; the Step it returns (or None) runs next
-    in the same transaction, and so on; the rows of the last statement run go back to the
-    generator. It must depend only on the rows: a step rerun after a transient error calls it
-    again.
-    """
-
-    statements: tuple[Stmt, ...]
-    lock_timeout: float | None = None
-    then: Callable[[Rows], Step | None] | None = dataclasses.field(default=None, compare=False)
-
-    @property
-    def transactional(self) -> bool:
-        return len(self.statements) > 1 or self.lock_timeout is not None or self.then is not None
-
-
-Steps = Generator[Step, Rows, Any]
-
-
-def lock_timeout_param(seconds: float) -> str:
-    return f"{max(1, int(seconds * 1000))}ms"
-
-
-@dataclass
-class Report:
-    """What a lifecycle operation removed (or, in a dry run, would remove)."""
-
-    threads: int = 0
-    checkpoints: int = 0
-    writes: int = 0
-    blobs: int = 0
-    bytes: int = 0
-    dry_run: bool = False
-    batches: int = 0
-    #: the last thread id fully processed: pass it as ``start_after`` to resume an interrupted run
-    last_thread_id: str | None = None
-    #: the ids given that matched nothing (threads; run ids for ``delete_for_runs``), sorted: an
-    #: unknown id is not an error (LangGraph's contract), but it is named here
-    missing: list[str] = dataclasses.field(default_factory=list)
-
-    def add(self, other: Report) -> None:
-        for f in ("threads", "checkpoints", "writes", "blobs", "bytes", "batches"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-        self.missing = sorted({*self.missing, *other.missing})
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # --------------------------------------------------------------------------- input checks
@@ -126,7 +70,7 @@ def thread_ids_param(thread_ids: Sequence[str], what: str = "thread_ids") -> lis
     return names_param(thread_ids, what, "thread id")
 
 
-def _locked(q: Queries, ids: list[str], *statements: Stmt) -> tuple[Stmt, ...]:
+def locked(q: Queries, ids: list[str], *statements: Stmt) -> tuple[Stmt, ...]:
     """The statements after the exclusive per-thread locks of ``ids`` (one transaction)."""
     return (Stmt(q["lock_threads"], {"thread_ids": ids}), *statements)
 
@@ -138,12 +82,6 @@ def missing_threads(q: Queries, ids: list[str]) -> Steps:
         return []
     rows = yield Step((Stmt(q["missing_threads"], {"thread_ids": ids}),))
     return sorted(r[0] for r in rows)
-
-
-def _batch_size(batch: int) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InvalidInputError(f"batch size must be a positive int, not {batch!r}")
-    return batch
 
 
 # --------------------------------------------------------------------------- history
@@ -227,7 +165,7 @@ def delete_threads(
     if dry_run:
         rows = yield Step((Stmt(q["threads_size"], params),))
         return _counts(rows[0], dry_run=True)
-    rows = yield Step(_locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
+    rows = yield Step(locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
     report = _counts(rows[0])
     report.batches = 1
     # the threads deleted, under their locks: every other id held no checkpoint
@@ -248,7 +186,7 @@ def _keep_last(
     ``n`` of each such namespace), and what their DeltaChannels need (``_keep_last_set``)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInputError(f"keep_last must be a positive int, not {n!r}")
-    batch = _batch_size(batch)
+    batch = batch_size(batch)
     if not ids:
         return Report(dry_run=dry_run)
     params: dict[str, Any] = {"thread_ids": ids, "keep_last": n}
@@ -265,7 +203,7 @@ def _keep_last(
         # each batch commits a state in which every checkpoint still stored reads as before the
         # job (the order is prune_keep_last_batch's): a job stopped between batches, or a reader
         # between them, sees no survivor changed
-        rows = yield Step(_locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout)
+        rows = yield Step(locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout)
         thread_list, checkpoints, writes, size, left = rows[0]
         touched.update(thread_list or ())
         report.checkpoints += int(checkpoints)
@@ -276,7 +214,7 @@ def _keep_last(
         # still needs were left in it, which ids out of time order can cause) ends the job too
         if not int(left) or not int(checkpoints):
             break
-    rows = yield Step(_locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout)
+    rows = yield Step(locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout)
     report.blobs += int(rows[0][0])
     report.bytes += int(rows[0][1] or 0)
     report.threads = len(touched)
@@ -303,7 +241,7 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
         if missing is not None:
             report.missing = missing
         return report
-    _batch_size(options.get("batch", DEFAULT_BATCH))  # checked before anything runs
+    batch_size(options.get("batch", DEFAULT_BATCH))  # checked before anything runs
     missing = yield from missing_threads(q, ids)
     known = sorted(set(ids) - set(missing))
     report = yield from _keep_last(q, known, 1, **options)
@@ -359,7 +297,7 @@ def copy_thread(
         return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
 
     # the target is locked: concurrent copies into it, or puts to it, wait for this one
-    yield Step(_locked(q, [dst], *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    yield Step(locked(q, [dst], *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
     if not counts:
         return Report(missing=[src])
     free, checkpoints, writes, blobs = counts[0]
@@ -508,7 +446,7 @@ def reencrypt(
     Rows are locked while their batch runs; an interrupted run is resumed by running it again
     (what is done is found done). ``dry_run``: count what would be sealed again, in one statement
     that locks nothing. A ``thread_id`` that holds no checkpoint is named in ``missing``."""
-    batch = _batch_size(batch)
+    batch = batch_size(batch)
     thread = None if thread_id is None else _core.thread_id_param(thread_id)
     total = Report(dry_run=dry_run)
     for name, flag in (("full", full), ("dry_run", dry_run)):
@@ -607,8 +545,8 @@ def retention(
         isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1
     ):
         raise InvalidInputError(f"keep_last must be a positive int, not {keep_last!r}")
-    thread_batch = _batch_size(thread_batch)
-    _batch_size(batch)  # checked before anything runs, not only when keep_last first needs it
+    thread_batch = batch_size(thread_batch)
+    batch_size(batch)  # checked before anything runs, not only when keep_last first needs it
     total = Report(dry_run=dry_run, last_thread_id=start_after or None)
     after = _core.thread_id_param(start_after)
     chosen = None if thread_ids is None else [t for t in thread_ids_param(thread_ids) if t > after]
@@ -635,7 +573,7 @@ def retention(
             elif idle:
                 # idleness is checked again under the locks: a thread written meanwhile stays
                 params = {"thread_ids": idle, "idle_for": idle_for}
-                rows = yield Step(_locked(q, idle, Stmt(q["delete_threads"], params)), lock_timeout)
+                rows = yield Step(locked(q, idle, Stmt(q["delete_threads"], params)), lock_timeout)
                 done = _counts(rows[0])
                 done.batches = 1
                 total.add(done)

@@ -14,10 +14,13 @@ from typing import Any
 
 from psycopg import sql
 
-from .errors import InvalidSchemaNameError
+from langgraph_pg_saver.errors import InvalidSchemaNameError
 
-_PACKAGED = Path(__file__).parent / "sql"
-_CHECKOUT = Path(__file__).parent.parent / "sql"
+_PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGED = _PACKAGE / "sql"
+_CHECKOUT = _PACKAGE.parent / "sql"
+#: the schema a saver or store uses unless told otherwise
+DEFAULT_SCHEMA = "public"
 
 # A Postgres identifier we are willing to quote: letters, digits, underscores, at most 63 bytes.
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

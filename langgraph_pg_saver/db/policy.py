@@ -1,8 +1,8 @@
 """The driver's policy, shared by its async and sync classes: which cursor a statement runs on,
 when a connection is switched to autocommit, and how large a result may stay on a kept cursor.
 
-The classes that do the I/O are :class:`~langgraph_pg_saver._driver_async.AsyncDriver` (the source)
-and :class:`~langgraph_pg_saver._driver_sync.Driver` (generated from it by ``tools/async_to_sync.py``).
+The classes that do the I/O are :class:`~langgraph_pg_saver.db.driver_async.AsyncDriver` (the source)
+and :class:`~langgraph_pg_saver.db.driver.Driver` (generated from it by ``tools/async_to_sync.py``).
 Nothing here talks to the server.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, overload
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
-from .errors import (
+from langgraph_pg_saver.errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
     EventLoopError,

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
-from . import _metadata
-from .errors import InvalidInputError
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.errors import InvalidInputError
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
@@ -461,7 +461,7 @@ class SourceTables:
     def __init__(self, schema: str) -> None:
         from psycopg import sql
 
-        from ._sql import queries_for
+        from langgraph_pg_saver.db.sql import queries_for
 
         queries_for(schema)  # the same rule for the name as the schema= option
         self.schema = schema

@@ -22,8 +22,8 @@ from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from . import _compress
-from .errors import DecryptionError, EncryptionKeyError
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.errors import DecryptionError, EncryptionKeyError
 
 MAGIC = b"LGE1"
 _NONCE = 12

@@ -28,11 +28,12 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _compress, _metadata
-from ._adapt import NULL_BYTEA
-from ._crypto import KeyringSerializer, Place, describe
-from ._metadata import encodable
-from .errors import DecryptionError, InvalidInputError
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint.metadata import encodable
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place, describe
+from langgraph_pg_saver.db.adapt import NULL_BYTEA
+from langgraph_pg_saver.errors import DecryptionError, InvalidInputError
 
 # Blob type marking "this channel version has no stored value" (a DeltaChannel between snapshots).
 # A stored None is serialized by the serde as type "null", so the two never mix.
@@ -139,40 +140,6 @@ def thread_id_param(thread_id: object) -> str:
     if thread_id is None:
         raise InvalidInputError("thread_id must not be None")
     return _text(thread_id, "thread_id")
-
-
-# --------------------------------------------------------------------------- connections
-
-#: TCP keepalives for from_conn_string's connections: an idle connection through a NAT or a load
-#: balancer stays known to it, and a peer that vanished is noticed in about a minute
-KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-#: and a connection attempt that gets no answer gives up after this many seconds (libpq's own
-#: default waits for the operating system: minutes, for an address that drops packets)
-CONNECT_TIMEOUT = 10
-
-
-def connect_kwargs(
-    conn_string: str, prepare_threshold: int | None, given: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The connection arguments of from_conn_string's pool: autocommit, the prepare threshold and
-    keepalives, under what the caller gave (``connect_kwargs``, and keepalive parameters already in
-    ``conn_string``, which keyword arguments would otherwise override)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        in_dsn = conninfo_to_dict(conn_string)
-    except Exception:  # psycopg reports a malformed string when connecting
-        in_dsn = {}
-    defaults = {**KEEPALIVES, "connect_timeout": CONNECT_TIMEOUT}
-    kwargs: dict[str, Any] = {k: v for k, v in defaults.items() if k not in in_dsn}
-    kwargs.update(autocommit=True, prepare_threshold=prepare_threshold)
-    kwargs.update(given or {})
-    return kwargs
 
 
 # --------------------------------------------------------------------------- metadata

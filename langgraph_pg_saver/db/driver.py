@@ -1,8 +1,8 @@
-# generated from langgraph_pg_saver/_driver_async.py by tools/async_to_sync.py: do not edit
-# (change langgraph_pg_saver/_driver_async.py, then run `make generate`)
+# generated from langgraph_pg_saver/db/driver_async.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/db/driver_async.py, then run `make generate`)
 """Driver: how a sync saver (or store) runs its statements on a psycopg pool or connection.
 
-The source is the async driver; the policy both share is in ``_driver.py``.
+The source is the async driver; the policy both share is in ``db/policy.py``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from psycopg import Connection, Cursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from . import _lifecycle, _migrate
-from ._driver import (
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
@@ -43,9 +44,20 @@ from ._driver import (
     rows_nbytes,
     timeout_error,
 )
-from ._sql import CustomPlan, Queries
-from .errors import PgSaverError, PrivilegeError, SaverClosedError, StatementTimeoutError
-from .retry import DEFAULT_RETRY, RetryPolicy, is_transient, lost_connection, socket_readable
+from langgraph_pg_saver.db.retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    is_transient,
+    lost_connection,
+    socket_readable,
+)
+from langgraph_pg_saver.db.sql import CustomPlan, Queries
+from langgraph_pg_saver.errors import (
+    PgSaverError,
+    PrivilegeError,
+    SaverClosedError,
+    StatementTimeoutError,
+)
 
 # isort: off
 import threading
@@ -541,7 +553,7 @@ class Driver:
 
     # ------------------------------------------------------------------ lifecycle steps
 
-    def drive(self, steps: _lifecycle.Steps) -> Any:
+    def drive(self, steps: _steps.Steps) -> Any:
         """Run a step generator of ``_lifecycle``: each step on one connection, in one transaction;
         the rows of its last statement go back into the generator."""
         try:
@@ -551,7 +563,7 @@ class Driver:
         except StopIteration as done:
             return done.value
 
-    def run_step(self, step: _lifecycle.Step) -> list[Row]:
+    def run_step(self, step: _steps.Step) -> list[Row]:
         """One step in its own transaction; rerun as a whole after a transient error (its
         transaction rolled back)."""
         retry = 0
@@ -562,7 +574,7 @@ class Driver:
                 retry += 1
                 self._retry_or_raise(exc, retry)
 
-    def _run_step_once(self, step: _lifecycle.Step) -> list[Row]:
+    def _run_step_once(self, step: _steps.Step) -> list[Row]:
         with self.cursor() as cur:
             if not step.transactional:
                 stmt = step.statements[0]
@@ -574,11 +586,11 @@ class Driver:
                 with cur.connection.transaction():
                     # a transaction-local setting; never set inside a transaction of the caller's
                     if step.lock_timeout is not None and own:
-                        timeout = _lifecycle.lock_timeout_param(step.lock_timeout)
+                        timeout = _steps.lock_timeout_param(step.lock_timeout)
                         cur.execute(
                             self.q["set_lock_timeout"], {"lock_timeout": timeout}, prepare=False
                         )
-                    part: _lifecycle.Step | None = step
+                    part: _steps.Step | None = step
                     while part is not None:
                         for stmt in part.statements:
                             cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)

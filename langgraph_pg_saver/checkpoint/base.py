@@ -5,50 +5,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection
-from typing import Any
 
-import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _compress, _core
-from ._driver import Unprepared
-from ._sql import Queries, queries_for
-
-DEFAULT_SCHEMA = "public"
-#: from_conn_string's default: prepare a hot-path statement after this many uses on a connection
-DEFAULT_PREPARE_THRESHOLD = 5
-#: from_conn_string's pools: idle connections above min_size close after this many seconds, below
-#: the idle timeouts of common cloud load balancers (Azure's is 4 minutes, AWS NLB's 350 s)
-POOL_MAX_IDLE = 230.0
-#: and every connection is replaced after this many (psycopg_pool's default is an hour)
-POOL_MAX_LIFETIME = 1800.0
-
-
-def mask_dsn(dsn: str, *, unreadable: str) -> str:
-    """``dsn`` with its password shown as ``****`` (for hints and logs); ``unreadable`` when it
-    does not parse as a connection string."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return unreadable
-    if "password" not in parts:
-        return dsn
-    parts["password"] = "****"
-    return make_conninfo("", **parts)
-
-
-def pool_options(timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The psycopg_pool options of the pools ``from_conn_string`` makes (savers and stores):
-    the wait for a connection, the idle and lifetime limits; ``extra`` takes precedence."""
-    return {
-        "timeout": timeout,
-        "max_idle": POOL_MAX_IDLE,
-        "max_lifetime": POOL_MAX_LIFETIME,
-        **(extra or {}),
-    }
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.db.policy import Unprepared
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
 
 
 class SaverBase(BaseCheckpointSaver[str]):

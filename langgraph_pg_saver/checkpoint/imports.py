@@ -40,10 +40,12 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import sql
 
-from . import _core, _metadata
-from ._lifecycle import Report, Step, Steps, Stmt, _batch_size, _locked, names_param
-from ._sql import Queries, queries_for
-from .errors import InvalidInputError, PgSaverError
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param
+from langgraph_pg_saver.db.sql import Queries, queries_for
+from langgraph_pg_saver.db.steps import Report, Step, Steps, Stmt, batch_size
+from langgraph_pg_saver.errors import InvalidInputError, PgSaverError
 
 
 @dataclass
@@ -563,7 +565,7 @@ def import_official(
     reimport: Sequence[str] = (),
 ) -> Steps:
     source = Source(source_schema)
-    _batch_size(thread_batch)
+    batch_size(thread_batch)
     again = names_param(reimport, "reimport", "thread id") if reimport else []
     early = [t for t in again if t <= start_after]
     if early:
@@ -595,7 +597,7 @@ def import_official(
             rows = yield Step((Stmt(source.count(q), params),))
         else:
             params.update(convert(serde, found))
-            rows = yield Step(_locked(q, ids, Stmt(source.apply(q), params)), 30.0)
+            rows = yield Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
         threads, checkpoints, writes, blobs, untimed, already, unchanged, deleted, bad = rows[0][:9]
         total.add(
             ImportReport(

@@ -1,0 +1,564 @@
+# generated from langgraph_pg_saver/checkpoint/saver_async.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/checkpoint/saver_async.py, then run `make generate`)
+"""PostgresSaver: the synchronous checkpointer over a psycopg pool or connection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import imports as _import
+from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint.base import SaverBase
+from langgraph_pg_saver.checkpoint.imports import ImportReport
+from langgraph_pg_saver.codec.compress import Compression
+from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
+from langgraph_pg_saver.db.pool import (
+    DEFAULT_PREPARE_THRESHOLD,
+    LifoConnectionPool,
+    pool_options,
+)
+from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
+from langgraph_pg_saver.db.steps import Report
+from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissingError
+
+
+class PostgresSaver(SaverBase):
+    """A LangGraph checkpointer storing threads in Postgres.
+
+    Args:
+        conn: a ``psycopg_pool.ConnectionPool`` (recommended: every call checks out its own
+            connection, so calls from several threads or tasks run concurrently) or a single
+            ``psycopg.Connection`` (calls are then serialized on it). Either may be configured
+            any way: autocommit or not, any row factory.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``. A connection in
+            pipeline mode works with or without it: each operation runs in a nested pipeline block,
+            synced when it ends, and returns what it would without a pipeline.
+        serde: the serializer for checkpoints, channel values and writes (LangGraph's default when None).
+        schema: the Postgres schema for the tables (default ``public``); validated and quoted.
+        compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
+            bytes or more are stored zstd-compressed where that saves an eighth (make bench's storage:
+            0.46x the official saver's, against 0.74x without); ``None``: stored as serialized. Either way both forms are read.
+    """
+
+    _driver: Driver
+
+    def __init__(
+        self,
+        conn: Connection[Any] | ConnectionPool[Any],
+        pipe: object | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        single_writer: bool = False,
+        statement_timeout: float | None = None,
+        compression: Compression = "zstd",
+    ) -> None:
+        super().__init__(
+            serde=serde, schema=schema, single_writer=single_writer, compression=compression
+        )
+        self._driver = Driver(
+            conn,
+            self._q,
+            owner=type(self).__name__,
+            retry=retry,
+            statement_timeout=statement_timeout,
+        )
+
+    @property
+    def _pool(self) -> ConnectionPool[Any] | None:
+        return self._driver.pool
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = 1,
+        max_size: int = 10,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
+        pool_kwargs: dict[str, Any] | None = None,
+        connect_kwargs: dict[str, Any] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 30.0,
+        single_writer: bool = False,
+        statement_timeout: float | None = None,
+        compression: Compression = "zstd",
+    ) -> PostgresSaver:
+        """A saver that creates and owns a connection pool to ``conn_string``.
+
+        Use it as a context manager (``with PostgresSaver.from_conn_string(dsn) as
+        saver:``) or call :meth:`open` and :meth:`close` yourself. Hot-path statements (put,
+        put_writes, get_tuple, list, delete_thread, DeltaChannel history) become server-side prepared
+        statements after ``prepare_threshold`` uses on a connection (default 5, as in psycopg), which
+        saves their planning time; lifecycle and schema statements are never prepared. Behind
+        PgBouncer or another pooling proxy nothing is prepared, whatever ``prepare_threshold``
+        says: the driver detects one on each connection's first use. ``pipeline`` is accepted for
+        compatibility and unused.
+
+        Connections heal: a transient error (a lost connection, a restart, a serialization
+        failure) reruns the call on another connection per ``retry`` (``NO_RETRY`` switches that
+        off); a connection the server ended while it was idle is never used (see the driver);
+        TCP keepalives are on, idle connections above
+        ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
+        idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
+        ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
+
+        ``single_writer``: one writer per thread; a second writer that would fork a thread
+        raises ``ConcurrentUpdateError`` instead (docs/guide.md, "One writer per thread").
+
+        ``statement_timeout``: seconds a hot-path call (put, put_writes, get_tuple, list,
+        delete_thread) may run on the server before it is cancelled there and raises
+        ``StatementTimeoutError`` (kept on the client: pooler-safe). None (default): no limit.
+
+        ``compression``: ``"zstd"`` (default) or ``None``, as for the constructor.
+
+        ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
+        ``ConnectionTimeoutError``, which names the server, the wait and the last connection
+        error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
+        """
+        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
+        options = pool_options(timeout, pool_kwargs)
+        pool: ConnectionPool[Any] = LifoConnectionPool(
+            conn_string,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            name="langgraph-pg-saver",
+            **options,
+        )
+        saver = cls(
+            pool,
+            serde=serde,
+            schema=schema,
+            retry=retry,
+            single_writer=single_writer,
+            statement_timeout=statement_timeout,
+            compression=compression,
+        )
+        saver._driver.own_pool()
+        return saver
+
+    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
+        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
+        self._driver.open(wait=wait, timeout=timeout)
+        return self
+
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
+        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
+        and close returns only once they have ended, so nothing of this saver commits after it
+        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
+        it."""
+        self._driver.close(timeout)
+
+    def healthcheck(self) -> dict[str, Any]:
+        """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
+        current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
+        and ``stats`` (see :meth:`stats`)."""
+        return self._driver.healthcheck()
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
+        (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
+        a pool)."""
+        return self._driver.stats()
+
+    def __enter__(self) -> PostgresSaver:
+        if self._driver.closed:
+            self.open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ schema
+
+    def setup(self, *, check: bool = False) -> None:
+        """Create or upgrade the tables; safe to call from many workers at once.
+
+        With ``check=True`` nothing is changed: a missing or outdated schema raises
+        :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
+        """
+        self._driver.migrate(check=check)
+
+    def verify_schema(self) -> None:
+        """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
+        self.setup(check=True)
+
+    # ------------------------------------------------------------------ the base contract
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
+        sel = _core.get_tuple_select(config)
+        query = self._q.get_tuple(sel.predicates)
+        # behind a pooler (nothing prepared), the same rows from migration 0007's function
+        rows = self._driver.fetch_all(
+            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
+        )
+        tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
+        if tup is not None:
+            self._migrate_pending_sends((tup,))
+        return tup
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
+        sel = _core.list_select(config, filter, before, limit, self._visible_metadata)
+        # rows are fetched and the connection released before the caller iterates, so a caller
+        # that calls the saver again inside its loop never waits on its own connection
+        if sel.filter is None:
+            rows = self._select("read_tuples", sel.predicates, sel.params)
+            tuples: Iterable[CheckpointTuple] = _core.read_rows_to_tuples(self.serde, rows)
+        else:
+            tuples = self._filtered(sel, sel.filter)
+        for tup in tuples:
+            if tup.parent_config is not None and _core.checkpoint_format(tup.checkpoint) < 4:
+                self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
+            yield tup
+
+    def _filtered(self, sel: _core.Select, plan: _metadata.FilterPlan) -> Sequence[CheckpointTuple]:
+        """list() with a metadata filter: SQL chooses candidates (a superset of the matches), each
+        is checked with InMemorySaver's rule (_metadata). Candidates that fail leave a limit short:
+        the selection then runs again over more of them."""
+        want = sel.params["limit"]
+        fetch = _core.first_fetch(plan, want)
+        while True:
+            params = {**sel.params, "limit": fetch}
+            found: list[CheckpointTuple] = []
+            if plan.exact:  # the usual filter: candidates are matches but for rows stored lossy
+                rows = self._select("read_tuples", sel.predicates, params)
+                found = [*_core.read_rows_to_tuples(self.serde, rows)]
+                seen = len(found)
+            else:  # check the candidates' metadata first, then read only the matches
+                rows = self._select("list_keys", sel.predicates, params)
+                seen = len(rows)
+                keys = _core.matching_keys(self.serde, plan, rows, want)
+                if keys:
+                    rows = self._driver.fetch_all(
+                        self._q["read_tuples_keys"], _core.keys_params(keys)
+                    )
+                    found = [*_core.read_rows_to_tuples(self.serde, rows)]
+            matched = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
+            if want is None or fetch is None or len(matched) >= want or seen < fetch:
+                return matched[:want]
+            fetch *= 4
+
+    def _select(
+        self, name: str, predicates: tuple[str, ...], params: dict[str, Any]
+    ) -> Sequence[Any]:
+        """The rows of ``read_tuples`` or ``list_keys`` (``name``). Across threads with a limit, a
+        walk of the newest checkpoints comes first (``*_recent``, prepared); when fewer than the
+        limit of them pass, every match if there are fewer than 5,000 (``*_capped``); only when
+        there are more (or none) does the statement over the whole table run, planned for this
+        filter (docs/design.md, section 10)."""
+        limit = params["limit"]
+        if limit is not None:
+            recent = self._q.recent(name, predicates, limit)
+            if recent is not None:
+                rows = self._driver.fetch_all(recent, params)
+                if _core.checkpoints_in(name, rows) >= limit:
+                    return rows
+            capped = self._q.capped(name, predicates)
+            if capped is not None:
+                rows = self._driver.fetch_all(capped, params)
+                if rows:  # at least one checkpoint, and every match was counted
+                    return rows
+        if name == "read_tuples":
+            return self._driver.fetch_all(self._q.read_tuples(predicates), params)
+        return self._driver.fetch_all(self._q.list_keys(predicates), params)
+
+    def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
+        """Checkpoints of format < 4 read their Send packets from their parent's writes (one more
+        statement, only when such a checkpoint was read)."""
+        params = _core.pending_sends_params(tuples)
+        if params is not None:
+            rows = self._driver.fetch_all(self._q["pending_sends"], params)
+            _core.migrate_pending_sends(self.serde, tuples, rows)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
+        put = _core.put_params(
+            self.serde,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            compress=self._compression is not None,
+        )
+        if self._claims(metadata):
+            put = put._replace(claim=True)
+        insert, upsert = self._put_sql(put)
+        # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
+        call = None if put.claim else self._put_call
+        stored = self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
+        if stored is None or stored[0] is False:
+            # the parent is not stored: a second statement, on this rare path only
+            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
+            if self._driver.fetch_one(orphan, put.params) is None:
+                p = put.params
+                raise ParentCheckpointMissingError(
+                    p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
+                )
+        return _core.put_result(put.params)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes for the checkpoint of ``config`` (one statement)."""
+        built = _core.put_writes_params(
+            self.serde, config, writes, task_id, task_path, compress=self._compression is not None
+        )
+        if built is None:
+            return
+        query, upsert = self._put_writes_sql(built)
+        self._driver.execute(query, built.params, upsert=upsert)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.
+
+        Returns None, as LangGraph's ``delete_thread`` does: an unknown ``thread_id`` is a silent
+        no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
+        returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
+        """
+        tid = _core.thread_id_param(thread_id)
+        self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+
+    # ------------------------------------------------------------------ DeltaChannel history and lifecycle
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Writes and seed of each DeltaChannel along the parent chain of ``config``'s checkpoint.
+
+        One statement for all channels (a recursive walk in Postgres), with the semantics of the base
+        class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
+        nearest ancestor storing a value (its writes included), writes oldest first.
+        """
+        result: Mapping[str, DeltaChannelHistory] = self._driver.drive(
+            _lifecycle.delta_history(self._q, self.serde, config, channels)
+        )
+        return result
+
+    def prune(  # type: ignore[override]  # returns a Report (None upstream)
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", dry_run: bool = False
+    ) -> Report:
+        """Prune threads. ``keep_latest`` keeps the newest checkpoint of every namespace (with its
+        writes) plus every ancestor its DeltaChannels need; ``delete`` removes the threads.
+
+        Runs in bounded batches, one short transaction each; returns what was removed (with
+        ``dry_run``, what would be, removing nothing). An id that holds no checkpoint is no error:
+        the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
+        N and deleting idle threads.
+        """
+        report: Report = self._driver.drive(
+            _lifecycle.prune(self._q, thread_ids, strategy, dry_run=dry_run)
+        )
+        return report
+
+    def copy_thread(  # type: ignore[override]  # returns a Report (None upstream)
+        self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
+    ) -> Report:
+        """Copy every checkpoint, write and blob of every namespace, keeping ids and order.
+
+        A target that already has checkpoints raises :class:`ThreadNotEmptyError` (nothing is copied)
+        unless ``overwrite=True``, which replaces it in the same transaction. A source that holds no
+        checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
+        not), and the report names the source in ``missing``. Returns what was copied.
+        """
+        report: Report = self._driver.drive(
+            _lifecycle.copy_thread(
+                self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
+            )
+        )
+        return report
+
+    def reencrypt(
+        self,
+        thread_id: str | None = None,
+        *,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        full: bool = False,
+        dry_run: bool = False,
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Seal every stored value of ``thread_id`` (or of every thread) again with the
+        KeyringSerializer's current key: after adding a key (rotation), or to encrypt what was
+        stored before the serializer was used (``strict=False``; its metadata then keeps only the
+        ``plaintext_metadata`` keys in clear).
+
+        Works ``batch`` rows per short transaction (the rows are locked meanwhile; the agents keep
+        running). Interrupted, it resumes by being run again: values already under the current key
+        are skipped. ``full=True`` seals everything again, current key or not: after a key was
+        added to ``plaintext_metadata``, so that older checkpoints get it in clear too (filters on
+        it in SQL miss them until then). Run it once every process writes with the new key. Returns what was sealed again (checkpoints, writes, blobs, threads whose
+        checkpoints changed). A value that fails to open stops it with the error naming the value.
+        ``dry_run`` counts what would be sealed again and changes nothing. A ``thread_id`` that
+        holds no checkpoint is no error: nothing is done and the report names it in ``missing``.
+        """
+        crypt = _core.sealer(self.serde)
+        if crypt is None:
+            raise InvalidInputError(
+                "reencrypt needs the saver's serde to be a KeyringSerializer, not "
+                f"{type(self.serde).__name__}"
+            )
+        report: Report = self._driver.drive(
+            _lifecycle.reencrypt(
+                self._q,
+                crypt,
+                thread_id=thread_id,
+                batch=batch,
+                full=full,
+                dry_run=dry_run,
+                progress=progress,
+            )
+        )
+        return report
+
+    def import_official(
+        self,
+        *,
+        source_schema: str = DEFAULT_SCHEMA,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        dry_run: bool = False,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+        reimport: Sequence[str] = (),
+    ) -> ImportReport:
+        """Copy the threads of ``langgraph-checkpoint-postgres`` (its tables ``checkpoints``,
+        ``checkpoint_blobs`` and ``checkpoint_writes`` in ``source_schema`` of this database)
+        into this saver: every namespace, pending writes, inline values, old-format checkpoints,
+        each checkpoint's ``ts`` as its ``created_at`` (so idle retention sees its age).
+
+        Threads go in id order, ``thread_batch`` per transaction; an interrupted import resumes by
+        running again (or from ``start_after=report.last_thread_id``). What was imported is
+        recorded, so running it again copies only what is new in the source since (checkpoints
+        that extend what was imported, and the pending writes added at the newest one), never a
+        checkpoint imported before and pruned or deleted here since: a thread deleted here stays
+        deleted, and one written here since the import is left as it is and listed in
+        ``diverged`` when the source has something new for it. ``reimport``: thread ids to import
+        again whole, as if never imported (what is here stays; what is missing comes back).
+        ``dry_run`` counts what it would copy and writes nothing. The saver's ``serde`` must read
+        what the official saver wrote (its default serializer does).
+        ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
+        held here with what the official saver reads.
+        """
+        report: ImportReport = self._driver.drive(
+            _import.import_official(
+                self._q,
+                self.serde,
+                source_schema=source_schema,
+                thread_batch=thread_batch,
+                dry_run=dry_run,
+                start_after=start_after,
+                progress=progress,
+                reimport=reimport,
+            )
+        )
+        return report
+
+    def delete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
+        self, run_ids: Sequence[str], *, dry_run: bool = False
+    ) -> Report:
+        """Delete every row these runs wrote, in one transaction: their checkpoints, their writes
+        wherever they sit (a durability="exit" run's DeltaChannel writes on the checkpoint it
+        started from, a resume's writes on the interrupted checkpoint), and the values only those
+        checkpoints referenced; returns what was deleted, and in ``missing`` the run ids that
+        matched nothing (not an error). ``dry_run``: what would go, deleting nothing.
+
+        A run is known by the run id of the config of its calls: ``metadata["run_id"]``,
+        ``configurable["run_id"]``, or the config's own ``run_id`` (``graph.invoke(x, {"run_id":
+        ...})``, which LangGraph gives the root graph only). Refuses, deleting nothing (and so does
+        a dry run), with :class:`DeltaDependencyError` when a surviving checkpoint rebuilds a
+        DeltaChannel from a checkpoint or writes of these runs, and with
+        :class:`EntangledRunError` when some of their rows cannot be told from another run's.
+        """
+        report: Report = self._driver.drive(
+            _lifecycle.delete_for_runs(self._q, run_ids, dry_run=dry_run)
+        )
+        return report
+
+    def retention(
+        self,
+        *,
+        keep_last: int | None = None,
+        idle_for: timedelta | None = None,
+        thread_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+        thread_batch: int = _lifecycle.DEFAULT_THREAD_BATCH,
+        batch: int = _lifecycle.DEFAULT_BATCH,
+        lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
+        start_after: str = "",
+        progress: Callable[[Report], None] | None = None,
+    ) -> Report:
+        """Bound table growth: delete threads idle longer than ``idle_for`` and keep only the newest
+        ``keep_last`` checkpoints of each namespace of the others (plus DeltaChannel ancestry).
+
+        Works through threads in id order (all, or ``thread_ids``), ``thread_batch`` at a time, deleting
+        at most ``batch`` checkpoints per short transaction with ``lock_timeout`` seconds to get its
+        locks. ``dry_run`` reports what would go (threads, checkpoints, writes, blobs, bytes) and deletes
+        nothing. An interrupted run resumes with ``start_after=report.last_thread_id``. Of the
+        ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
+        starts are no error: they are left alone and named in the report's ``missing``.
+        """
+        report: Report = self._driver.drive(
+            _lifecycle.retention(
+                self._q,
+                keep_last=keep_last,
+                idle_for=idle_for,
+                thread_ids=thread_ids,
+                dry_run=dry_run,
+                thread_batch=thread_batch,
+                batch=batch,
+                lock_timeout=lock_timeout,
+                start_after=start_after,
+                progress=progress,
+            )
+        )
+        return report

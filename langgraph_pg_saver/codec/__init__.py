@@ -1,0 +1,1 @@
+"""How stored values are encoded: encryption bound to a value's place, compression."""

@@ -1,0 +1,186 @@
+"""Connection pools that hand out the most recently returned connection first (LIFO).
+
+psycopg_pool's pools are queues: ``getconn`` takes the connection that has waited longest. A saver
+used by one thread at a time after a burst of concurrency (a LangGraph run saves checkpoints and
+writes from background threads, so the pool grows to a few connections) then cycles through every
+connection in turn, and each call lands on the server backend that has been idle longest, with cold
+CPU caches (a ``get_tuple`` through a pool of 4 was measurably slower than through a pool of 1 on the
+same data; docs/performance.md).
+
+These subclasses only change which idle connection comes out first: the one returned last, whose
+backend is still warm. Under load every connection is busy anyway, and the idle ones at the back of
+the stack are the ones psycopg_pool closes when the pool shrinks after ``max_idle`` (it closes from
+the front, the longest-idle end, which is the same end here). Everything else (checks, resets,
+statistics, growing and shrinking, timeouts) is psycopg_pool's own.
+
+One consequence to know: with ``min_size`` above 1, the connections at the bottom of the stack can
+stay idle through a quiet spell longer than a server's or a proxy's idle timeout, and psycopg_pool
+enforces ``max_lifetime`` only when a connection is returned. The savers' drivers never use an idle
+connection its server ended (they look at its socket first) and rerun a call whose connection was
+lost (``retry.py``); ``from_conn_string`` also turns TCP keepalives on.
+
+One more change: a new connection that fails for a transient reason (the server is starting up, or
+the session was ended while it was being set up) is tried again at once, a few times within about a
+quarter of a second, before psycopg_pool's own backoff (one second, then doubling) takes over. During
+a burst of faults that backoff otherwise grows past the pool's timeout while the server is fine.
+
+The order is the only thing touched, through the pool's ready-connection deque. If a future
+psycopg_pool stores idle connections differently, these pools silently behave like their parents
+(first in, first out), which is correct, only slower; the test suite checks the order so that such a
+change is noticed here rather than by users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool.abc import ACT, CT
+
+from langgraph_pg_saver.db.retry import is_transient
+
+#: the quick tries of a new connection (the first included) and the wait before each retry
+_CONNECT_TRIES = 4
+_CONNECT_DELAYS = (0.02, 0.06, 0.15)
+
+__all__ = ["AsyncLifoConnectionPool", "LifoConnectionPool"]
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _newest_to_front(pool: object) -> None:
+    """Move the most recently returned idle connection to where getconn takes from."""
+    ready = getattr(pool, "_pool", None)
+    if isinstance(ready, deque) and len(ready) > 1:
+        ready.rotate(1)
+
+
+class LifoConnectionPool(ConnectionPool[CT]):
+    """A :class:`psycopg_pool.ConnectionPool` that reuses the most recently returned connection."""
+
+    def _get_ready_connection(self, timeout: float | None) -> Any:
+        # called by getconn with the pool's lock held; a call that is about to time out takes
+        # nothing, so it leaves the order alone
+        if timeout is None or timeout > 0.0:
+            _newest_to_front(self)
+        return super()._get_ready_connection(timeout)
+
+    #: the error of the last failed connection attempt, for the driver's timeout error
+    last_connect_error: str | None = None
+
+    def _connect(self, timeout: float | None = None) -> CT:
+        for attempt in range(_CONNECT_TRIES):
+            try:
+                conn = super()._connect(timeout)
+            except Exception as exc:
+                self.last_connect_error = _describe(exc)
+                if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
+                    raise
+                time.sleep(_CONNECT_DELAYS[attempt])
+            else:
+                self.last_connect_error = None
+                return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
+    """A :class:`psycopg_pool.AsyncConnectionPool` that reuses the most recently returned
+    connection."""
+
+    async def _get_ready_connection(self, timeout: float | None) -> Any:
+        if timeout is None or timeout > 0.0:
+            _newest_to_front(self)
+        return await super()._get_ready_connection(timeout)
+
+    last_connect_error: str | None = None
+
+    async def _connect(self, timeout: float | None = None) -> ACT:
+        for attempt in range(_CONNECT_TRIES):
+            try:
+                conn = await super()._connect(timeout)
+            except Exception as exc:
+                self.last_connect_error = _describe(exc)
+                if attempt == _CONNECT_TRIES - 1 or not is_transient(exc):
+                    raise
+                await asyncio.sleep(_CONNECT_DELAYS[attempt])
+            else:
+                self.last_connect_error = None
+                return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- connection settings
+
+#: from_conn_string's default: prepare a hot-path statement after this many uses on a connection
+DEFAULT_PREPARE_THRESHOLD = 5
+#: from_conn_string's pools: idle connections above min_size close after this many seconds, below
+#: the idle timeouts of common cloud load balancers (Azure's is 4 minutes, AWS NLB's 350 s)
+POOL_MAX_IDLE = 230.0
+#: and every connection is replaced after this many (psycopg_pool's default is an hour)
+POOL_MAX_LIFETIME = 1800.0
+
+
+def mask_dsn(dsn: str, *, unreadable: str) -> str:
+    """``dsn`` with its password shown as ``****`` (for hints and logs); ``unreadable`` when it
+    does not parse as a connection string."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return unreadable
+    if "password" not in parts:
+        return dsn
+    parts["password"] = "****"
+    return make_conninfo("", **parts)
+
+
+def pool_options(timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The psycopg_pool options of the pools ``from_conn_string`` makes (savers and stores):
+    the wait for a connection, the idle and lifetime limits; ``extra`` takes precedence."""
+    return {
+        "timeout": timeout,
+        "max_idle": POOL_MAX_IDLE,
+        "max_lifetime": POOL_MAX_LIFETIME,
+        **(extra or {}),
+    }
+
+
+#: TCP keepalives for from_conn_string's connections: an idle connection through a NAT or a load
+#: balancer stays known to it, and a peer that vanished is noticed in about a minute
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+#: and a connection attempt that gets no answer gives up after this many seconds (libpq's own
+#: default waits for the operating system: minutes, for an address that drops packets)
+CONNECT_TIMEOUT = 10
+
+
+def connect_kwargs(
+    conn_string: str, prepare_threshold: int | None, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The connection arguments of from_conn_string's pool: autocommit, the prepare threshold and
+    keepalives, under what the caller gave (``connect_kwargs``, and keepalive parameters already in
+    ``conn_string``, which keyword arguments would otherwise override)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        in_dsn = conninfo_to_dict(conn_string)
+    except Exception:  # psycopg reports a malformed string when connecting
+        in_dsn = {}
+    defaults = {**KEEPALIVES, "connect_timeout": CONNECT_TIMEOUT}
+    kwargs: dict[str, Any] = {k: v for k, v in defaults.items() if k not in in_dsn}
+    kwargs.update(autocommit=True, prepare_threshold=prepare_threshold)
+    kwargs.update(given or {})
+    return kwargs

@@ -1,0 +1,543 @@
+# generated from langgraph_pg_saver/store/store_async.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/store/store_async.py, then run `make generate`)
+"""PostgresStore: LangGraph's BaseStore (long-term memory across threads) on Postgres.
+
+The source of both stores: the sync one is generated from this module by
+``tools/async_to_sync.py``. The rules (what is stored, what a filter selects) are in ``_store``,
+the batch plan in ``_store_base``; statements run through the savers' driver (pool or connection,
+retries after transient errors, close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
+from psycopg import Connection, errors
+from psycopg_pool import ConnectionPool
+
+from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
+from langgraph_pg_saver.db.pool import (
+    DEFAULT_PREPARE_THRESHOLD,
+    LifoConnectionPool,
+    pool_options,
+)
+from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
+from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
+from langgraph_pg_saver.store import rules as _store
+from langgraph_pg_saver.store.base import SEARCH_PAGE, BatchPlan, SyncStoreBase
+
+#: expired items the TTL sweep deletes per statement
+SWEEP_BATCH = 1000
+
+
+class _StaleVectors(Exception):
+    """A field's stored vector changed between reading its hash and writing (rolls back)."""
+
+
+def _check_vectors(rows: list[Any]) -> None:
+    """store_vector_put's count of unchanged fields whose vector is not of their text any more."""
+    if rows and int(rows[0][0]):
+        raise _StaleVectors
+
+
+#: pgvector's default hnsw.ef_search: the most rows an HNSW index scan returns unless told more
+DEFAULT_EF_SEARCH = 40
+_NO_PGVECTOR = (
+    "semantic search (index=...) needs the pgvector extension, which this Postgres server does "
+    "not have: install pgvector (https://github.com/pgvector/pgvector; Debian/Ubuntu: "
+    "postgresql-<version>-pgvector), or use the store without index="
+)
+
+
+class PostgresStore(SyncStoreBase):
+    """A LangGraph store (``BaseStore``) keeping items in Postgres, in the tables of this
+    package's schema (``pgsaver_store``).
+
+    Args:
+        conn: a ``psycopg_pool.ConnectionPool`` (recommended: no instance lock, every
+            operation checks out its own connection) or a single ``psycopg.Connection``.
+        pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
+        deserializer: applied to each value's JSON bytes as it is read.
+        index: semantic search; not available in this release (raises).
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True),
+            ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`. Expired items are never
+            returned, swept or not.
+        schema: the Postgres schema of the tables (default ``public``).
+    """
+
+    _driver: Driver
+
+    def __init__(
+        self,
+        conn: Connection[Any] | ConnectionPool[Any],
+        *,
+        pipe: object | None = None,
+        deserializer: Any = None,
+        index: Any = None,
+        ttl: TTLConfig | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
+        self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._sweeper: Any = None
+        self._iterative: bool | None = None
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        pool_config: dict[str, Any] | None = None,
+        index: Any = None,
+        ttl: TTLConfig | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
+        connect_kwargs: dict[str, Any] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 30.0,
+    ) -> PostgresStore:
+        """A store that creates and owns a connection pool to ``conn_string``; use it as a
+        context manager (``with PostgresStore.from_conn_string(dsn) as store:``).
+
+        ``pool_config``: ``min_size`` (1), ``max_size`` (10) and ``kwargs`` (connection
+        arguments), as for the official store; a pool is made either way. The other options are
+        the savers' (docs/guide.md, "Connections and options")."""
+        config = dict(pool_config or {})
+        kwargs = _pool.connect_kwargs(
+            conn_string,
+            prepare_threshold,
+            {**(config.get("kwargs") or {}), **(connect_kwargs or {})},
+        )
+        pool: ConnectionPool[Any] = LifoConnectionPool(
+            conn_string,
+            min_size=int(config.get("min_size", 1)),
+            max_size=int(config.get("max_size", 10)),
+            kwargs=kwargs,
+            open=False,
+            name="langgraph-pg-saver-store",
+            **pool_options(timeout),
+        )
+        store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
+        store._driver.own_pool()
+        return store
+
+    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresStore:
+        """Open the pool this store owns (a no-op for a pool or connection you passed in)."""
+        self._driver.open(wait=wait, timeout=timeout)
+        return self
+
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
+        calls still running get ``timeout`` seconds, then are cancelled."""
+        self.stop_ttl_sweeper(timeout=timeout)
+        self._driver.close(timeout)
+
+    def __enter__(self) -> PostgresStore:
+        if self._driver.closed:
+            self.open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def setup(self, *, check: bool = False) -> None:
+        """Create or upgrade the tables (the savers' migrations, which include the store's);
+        safe from many workers at once. ``check=True`` changes nothing and raises
+        ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
+        pgvector extension, the vectors table of its dimension and its ANN index."""
+        self._driver.migrate(check=check)
+        spec = self.index_spec
+        if spec is None:
+            return
+        rows = self._driver.run_step(
+            _steps.Step((_steps.Stmt(self._q["store_vector_column"], {"schema": self._q.schema}),))
+        )
+        have = rows[0][0] if rows else None
+        want = f"{spec.vector_type}({spec.dims})"
+        if have is not None and have != want:
+            raise SchemaError(
+                f"the store's vectors in schema {self._q.schema!r} are {have}; this store's index "
+                f"asks for {want}. Drop {self._q.schema}.pgsaver_store_vectors to embed again "
+                "with the new index (items are kept), or use the index it was made with"
+            )
+        if check:
+            if have is None:
+                raise SchemaError(
+                    f"the store's vectors table does not exist in schema {self._q.schema!r}: run "
+                    "setup() once with this index (a role that may create tables)"
+                )
+            return
+        statements = [_steps.Stmt(self._q["store_vector_extension"], None)]
+        statements += [
+            _steps.Stmt(text.encode(), None) for text in _store.index_ddl(self._q.schema_sql, spec)
+        ]
+        try:
+            self._driver.run_step(_steps.Step(tuple(statements), lock_timeout=30.0))
+        except errors.FeatureNotSupported as exc:
+            raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
+        except errors.UndefinedFile as exc:
+            raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
+        except PrivilegeError as exc:
+            # the driver names a table privilege; here it is the extension that may not be made
+            cause = exc.__cause__
+            if not isinstance(cause, errors.InsufficientPrivilege) or "extension" not in str(cause):
+                raise
+            raise PgSaverError(
+                "setup(): creating the pgvector extension needs a role allowed to (a superuser, "
+                "or the database owner with pgvector trusted): run CREATE EXTENSION vector once "
+                f"as such a role ({str(cause).strip()})"
+            ) from cause
+
+    # ------------------------------------------------------------------ batches
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations: reads first (they see the store as it was before the batch's
+        writes), then every put and delete of the batch in one transaction."""
+        listed, plan = self._plan(ops)
+        results: list[Result] = [None] * len(listed)
+        q = self._q
+        refresh: list[tuple[str, str]] = []
+        for prefix, wanted in plan.gets.items():
+            keys = sorted({key for _, key, _ in wanted})
+            rows = self._driver.fetch_all(
+                q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
+            )
+            found = {row[1]: row for row in rows}
+            for i, key, refreshing in wanted:
+                row = found.get(key)
+                results[i] = None if row is None else self._item(row)
+                if row is not None and refreshing and row[6] is not None:
+                    refresh.append((prefix, key))
+        # without an index a query is ignored, as by InMemoryStore and the official store
+        semantic = self.embeddings is not None and self.index_spec is not None
+        queries = sorted({op.query for _, op, _, _, _ in plan.searches if op.query and semantic})
+        vectors: dict[str, str] = {}
+        if queries:
+            assert self.embeddings is not None
+            assert self.index_spec is not None
+            for text in queries:
+                embedded = self.embeddings.embed_query(text)
+                vectors[text] = _store.vector_text(
+                    embedded, self.index_spec.dims, f"the query {text!r}"
+                )
+        for i, op, under, flt, refreshing in plan.searches:
+            if op.query and semantic:
+                rows = self._semantic(op, under, flt, vectors[op.query])
+            else:
+                rows = self._search(op, under, flt)
+            results[i] = [self._item(row, search=True) for row in rows]
+            if refreshing:
+                refresh.extend((row[0], row[1]) for row in rows if row[6] is not None)
+        for i, listing in plan.lists:
+            results[i] = self._list_namespaces(listing)
+        if refresh:
+            self._driver.execute(
+                q["store_refresh"],
+                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
+            )
+        self._write(plan)
+        return results
+
+    def _search(self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan) -> list[Any]:
+        q = self._q
+        params: dict[str, Any] = {
+            "prefix": prefix,
+            "below": None if prefix is None else _store.below(prefix),
+            "filter": flt.prefilter,
+            "omit_expired": True,
+        }
+        if flt.exact and not op.offset:
+            rows = self._driver.fetch_all(
+                q["store_search"], {**params, "limit": op.limit, "offset": 0}
+            )
+            if all(row[3] is None for row in rows):  # plain rows: the prefilter was exact
+                return rows
+        elif flt.exact:
+            # the rows before the offset are read too: a lossy one the check drops moves it
+            rows = self._driver.fetch_all(
+                q["store_search"], {**params, "limit": op.offset + op.limit, "offset": 0}
+            )
+            if all(row[3] is None for row in rows):
+                return rows[op.offset :]
+        # candidates checked one page at a time, then offset and limit applied here
+        wanted = op.offset + op.limit
+        matched: list[Any] = []
+        start = 0
+        page = max(SEARCH_PAGE, 2 * wanted)
+        while len(matched) < wanted:
+            rows = self._driver.fetch_all(
+                q["store_search"], {**params, "limit": page, "offset": start}
+            )
+            for row in rows:
+                value = _store.row_to_item(row).value
+                if _store.matches(flt.filter, value):
+                    matched.append(row)
+            if len(rows) < page:
+                break
+            start += page
+        return matched[op.offset : wanted]
+
+    def _semantic(
+        self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan, query: str
+    ) -> list[Any]:
+        """The items nearest to ``query``: the nearest vectors, read in growing numbers until
+        ``offset + limit`` items pass the filter (or none are left), then items without vectors
+        (InMemoryStore's order: they come after every scored one)."""
+        spec = self.index_spec
+        assert spec is not None
+        q = self._q
+        statement = q.render("store_vector_search", vtype=spec.vector_type, vop=spec.distance)
+        wanted = op.offset + op.limit
+        candidates = max(40, 4 * wanted * len(spec.fields))
+        params: dict[str, Any] = {
+            "prefix": prefix,
+            "below": None if prefix is None else _store.below(prefix),
+            "filter": flt.prefilter,
+            "query": query,
+        }
+        exact = flt.exact
+        deep = False  # the ANN scan told to go on past the rows the namespace filter drops
+        while True:
+            search = {**params, "candidates": candidates, "rows": wanted if exact else None}
+            if not deep and (candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat"):
+                # the index's defaults return this many: one statement, one round trip
+                rows = self._driver.fetch_all(statement, search)
+            else:
+                # more candidates than an HNSW scan returns by default (hnsw.ef_search), more
+                # IVFFlat lists probed, and a scan that does not stop at the namespace filter:
+                # set for this transaction only
+                knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
+                steps = [_steps.Stmt(q["store_ef_search"], knobs, prepare=None)]
+                if self._iterative_scans():
+                    steps.append(_steps.Stmt(q["store_iterative_scan"], None, prepare=None))
+                steps.append(_steps.Stmt(statement, search, prepare=None))
+                rows = self._driver.run_step(_steps.Step(tuple(steps)))
+            given, held = (int(rows[0][8]), int(rows[0][9])) if rows else (0, 0)
+            found = [row for row in rows if row[0] is not None]
+            kept = [
+                row
+                for row in found
+                if (exact and row[3] is None)
+                or _store.matches(flt.filter, _store.row_to_item(row).value)
+            ]
+            if exact and len(kept) < len(found):
+                exact = False  # a lossy row failed the check: read every candidate
+                continue
+            if len(kept) >= wanted:
+                break
+            if given < held and not deep and spec.kind != "flat":
+                deep = True  # the index stopped before the prefix's vectors ran out
+                continue
+            if given < candidates:
+                break  # every vector under the prefix was seen
+            candidates *= 4
+        scored = [
+            (*row[:7], _store.score(float(row[7]), spec.distance))
+            for row in kept[op.offset : wanted]
+        ]
+        if len(scored) < op.limit:
+            scored.extend(
+                (*row[:7], None) for row in self._unscored(params, flt, op.limit - len(scored))
+            )
+        return scored
+
+    def _unscored(self, params: dict[str, Any], flt: _store.FilterPlan, need: int) -> list[Any]:
+        """Up to ``need`` items without vectors that pass the filter, newest first."""
+        out: list[Any] = []
+        start = 0
+        page = max(SEARCH_PAGE, need)
+        while len(out) < need:
+            rows = self._driver.fetch_all(
+                self._q["store_unscored"], {**params, "limit": page, "offset": start}
+            )
+            out.extend(
+                row for row in rows if _store.matches(flt.filter, _store.row_to_item(row).value)
+            )
+            if len(rows) < page:
+                break
+            start += page
+        return out[:need]
+
+    def _iterative_scans(self) -> bool:
+        """Whether the server's pgvector has iterative index scans (0.8 or newer)."""
+        if self._iterative is None:
+            row = self._driver.fetch_one(self._q["store_pgvector_version"], {})
+            parts = str(row[0] if row else "0").split(".")
+            version = tuple(int(p) for p in parts[:2] if p.isdigit())
+            self._iterative = version >= (0, 8)
+        return self._iterative
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        start = _store.literal_prefix(op.match_conditions or ())
+        prefix = ".".join(start) if start else None
+        rows = self._driver.fetch_all(
+            self._q["store_prefixes"],
+            {
+                "prefix": prefix,
+                "below": None if prefix is None else _store.below(prefix),
+                "omit_expired": True,
+            },
+        )
+        return self._namespaces(op, (row[0] for row in rows))
+
+    def _write(self, plan: BatchPlan) -> None:
+        for _ in range(3):
+            try:
+                self._write_once(plan)
+                return
+            except _StaleVectors:
+                continue  # another writer changed a field meanwhile: read and embed again
+        self._write_once(plan)
+
+    def _write_once(self, plan: BatchPlan) -> None:
+        put, delete = self._put_params(plan)
+        q = self._q
+        vectors = None
+        if plan.texts and self.embeddings is not None and self.index_spec is not None:
+            rows = self._driver.fetch_all(
+                q["store_vector_hashes"],
+                {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
+            )
+            known = {(r[0], r[1], r[2]): r[3] for r in rows}
+            texts = self._to_embed(plan, known)
+            embedded = self.embeddings.embed_documents(texts) if texts else []
+            if len(embedded) != len(texts):
+                raise PgSaverError(
+                    f"the embedding function returned {len(embedded)} embeddings for "
+                    f"{len(texts)} texts; nothing was written"
+                )
+            vectors = self._vector_params(plan, known, dict(zip(texts, embedded, strict=True)))
+        statements = []
+        if delete is not None:
+            statements.append(_steps.Stmt(q["store_delete"], delete, prepare=None))
+        if put is not None:
+            statements.append(_steps.Stmt(q["store_put"], put, prepare=None))
+        if vectors is not None:
+            statement = q.render("store_vector_put", vtype=self.index_spec.vector_type)  # type: ignore[union-attr]
+            statements.append(_steps.Stmt(statement, vectors, prepare=None))
+        if len(statements) == 1:
+            self._driver.execute(statements[0].query, statements[0].params or {})
+        elif statements:
+            self._driver.run_step(
+                _steps.Step(tuple(statements), then=_check_vectors if vectors else None)
+            )
+
+    # ------------------------------------------------------------------ import
+
+    def import_official(
+        self,
+        *,
+        source_schema: str = DEFAULT_SCHEMA,
+        batch: int = 1000,
+        reembed: bool = False,
+        progress: Any = None,
+    ) -> dict[str, int]:
+        """Copy the items of the official ``langgraph-checkpoint-postgres`` store (its tables
+        ``store`` and ``store_vectors`` in ``source_schema`` of this database) into this store,
+        ``batch`` items per transaction, in key order.
+
+        Idempotent and resumable: an item already here is left as it is, so running it again
+        continues where an interrupted run stopped. Values, timestamps and TTLs are kept. With an
+        index, the source's vectors are copied as they are (the dimension must match), or, with
+        ``reembed=True``, every imported item is embedded again with this store's index. Returns
+        the counts: ``items`` read, ``imported``, ``vectors`` copied, ``embedded`` texts.
+        """
+        _steps.batch_size(batch)
+        source = _store.SourceTables(source_schema)
+        q = self._q
+        found = self._driver.fetch_one(source.exists(), source.names())
+        has_store, has_vectors = found or (False, False)
+        if not has_store:
+            raise PgSaverError(
+                f"no table {source_schema}.store of the official store in this database: pass "
+                "source_schema= (the schema its tables are in)"
+            )
+        spec = self.index_spec
+        copy = spec if spec is not None and has_vectors and not reembed else None
+        if copy is not None:
+            column = self._driver.fetch_one(source.vector_column(), source.names())
+            want = f"{copy.vector_type}({copy.dims})"
+            have = column[0] if column else None
+            if have is not None and have.split("(")[-1] != want.split("(")[-1]:
+                raise PgSaverError(
+                    f"the official store's vectors are {have} and this store's index is {want}: "
+                    "import with reembed=True to embed the items with this index"
+                )
+        counts = {"items": 0, "imported": 0, "vectors": 0, "embedded": 0}
+        after: tuple[str, str] | None = None
+        while True:
+            keys = {
+                "first": after is None,
+                "k1": after[0] if after else None,
+                "k2": after[1] if after else None,
+            }
+            rows = self._driver.run_step(
+                _steps.Step(
+                    (_steps.Stmt(source.items(q.schema_sql, copy), {**keys, "limit": batch}),),
+                    lock_timeout=30.0,
+                )
+            )
+            read, imported, last_prefix, last_key, moved = rows[0]
+            if not read:
+                break
+            counts["items"] += int(read)
+            counts["imported"] += int(imported)
+            counts["vectors"] += int(moved)
+            if spec is not None and reembed:
+                counts["embedded"] += self._reembed(
+                    self._driver.fetch_all(
+                        source.rows(q.schema_sql), {**keys, "p2": last_prefix, "q2": last_key}
+                    )
+                )
+            after = (last_prefix, last_key)
+            if progress is not None:
+                progress(dict(counts))
+            if int(read) < batch:
+                break
+        return counts
+
+    def _reembed(self, rows: list[Any]) -> int:
+        """Embed items again with this store's index (an import's batch); their values and
+        timestamps stay as they are."""
+        spec = self.index_spec
+        assert spec is not None
+        assert self.embeddings is not None
+        plan = BatchPlan()
+        for row in rows:
+            item = _store.row_to_item(row)
+            plan.texts[(row[0], row[1])] = _store.index_texts(spec, item.value, None)
+        texts = self._to_embed(plan, {})
+        embedded = self.embeddings.embed_documents(texts) if texts else []
+        vectors = self._vector_params(plan, {}, dict(zip(texts, embedded, strict=True)))
+        if vectors is not None:
+            statement = self._q.render("store_vector_put", vtype=spec.vector_type)
+            self._driver.execute(statement, vectors)
+        return len(texts)
+
+    # ------------------------------------------------------------------ TTL
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items, in batches; returns how many. Another worker's sweep running at
+        the same time makes this one a no-op (0): one sweep at a time across workers."""
+        total = 0
+        while True:
+            row = self._driver.fetch_one(
+                self._q["store_sweep"], {"limit": SWEEP_BATCH, "schema": self._q.schema}
+            )
+            held, count = (row or (False, 0))[:2]
+            total += int(count)
+            if not held or int(count) < SWEEP_BATCH:
+                return total
