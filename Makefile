@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench profile
+.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench profile sql
 
 install: $(STAMP)
 
@@ -55,3 +55,6 @@ bench: install  ## side by side with the official saver on a fresh cluster (fsyn
 
 profile: install  ## where each hot operation's time goes, per call, both savers and the floor (docs/performance.md); ARGS="--pooler --calls 400"
 	$(PY) -m benchmarks.profile $(ARGS)
+
+sql: install  ## a statement as the server receives it: make sql NAME=put ARGS="claim=false blob_rows=2" (NAME=--list lists them)
+	$(PY) -m langgraph_pg_saver.db.render $(NAME) $(ARGS)

@@ -294,6 +294,11 @@ class Queries:
         """Every named query (fragments excluded)."""
         return set(self._rendered) | set(self._templates)
 
+    def slots(self, name: str) -> list[str]:
+        """The slots statement ``name`` has, sorted (none for a statement without slots)."""
+        template = self._templates.get(name)
+        return sorted(set(_PLACEHOLDER_RE.findall(template))) if template else []
+
     def migration(self, mig: Migration) -> bytes:
         def sub(m: re.Match[str]) -> str:
             if m.group(1) != "schema":
