@@ -28,7 +28,7 @@ from typing import Any
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.db import driver as _driver_sync
 
@@ -38,12 +38,12 @@ from .server import bench_database
 VARIANTS = ("current", "arrays", "upsert only", "no kept cursor")
 _PUT_SQL = SaverBase._put_sql
 _WRITES_SQL = SaverBase._put_writes_sql
-_VALUES_MAX = _core.VALUES_MAX_ROWS
+_VALUES_MAX = _writing.VALUES_MAX_ROWS
 _KEEP_MAX = _driver_sync.KEEP_CURSOR_MAX_BYTES
 
 
 def configure(variant: str) -> None:
-    _core.VALUES_MAX_ROWS = 0 if variant == "arrays" else _VALUES_MAX
+    _writing.VALUES_MAX_ROWS = 0 if variant == "arrays" else _VALUES_MAX
     _driver_sync.KEEP_CURSOR_MAX_BYTES = -1 if variant == "no kept cursor" else _KEEP_MAX
     if variant == "upsert only":
         SaverBase._put_sql = lambda self, put: (_PUT_SQL(self, put)[1], None)  # type: ignore[method-assign,assignment,return-value]

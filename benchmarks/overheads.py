@@ -4,9 +4,9 @@
 - **the driver**: ``SELECT 1`` through a saver's driver (the pool's checkout and return, the look
   at the idle socket, the retry wrapper, the kept cursor) against ``SELECT 1`` on a raw psycopg
   cursor kept open on its own connection, the two taking turns call by call;
-- **building put_writes**: ``_core.put_writes_params`` for the bench's three writes with compression
+- **building put_writes**: ``_writing.put_writes_params`` for the bench's three writes with compression
   on and off, against serializing the three values alone (LangGraph's serializer), taking turns;
-- **building put**: ``_core.put_params`` for the put workload's checkpoint (12 channels, 2 changed)
+- **building put**: ``_writing.put_params`` for the put workload's checkpoint (12 channels, 2 changed)
   with compression on and off, against serializing its two changed values alone.
 
 Medians in microseconds. It starts a throwaway cluster (fsync on), or uses
@@ -26,7 +26,7 @@ import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import writing as _writing
 
 from . import payloads
 from .payloads import make_checkpoint
@@ -90,19 +90,19 @@ def builds(calls: int) -> dict[str, Any]:
         alternate(
             calls,
             {
-                "put_writes_params, compressed": lambda: _core.put_writes_params(
+                "put_writes_params, compressed": lambda: _writing.put_writes_params(
                     SERDE, cfg, writes, "task", "", compress=True
                 ),
-                "put_writes_params, not compressed": lambda: _core.put_writes_params(
+                "put_writes_params, not compressed": lambda: _writing.put_writes_params(
                     SERDE, cfg, writes, "task", "", compress=False
                 ),
                 "the three writes serialized alone": lambda: [
                     SERDE.dumps_typed(v) for _, v in writes
                 ],
-                "put_params, compressed": lambda: _core.put_params(
+                "put_params, compressed": lambda: _writing.put_params(
                     SERDE, put_cfg, checkpoint, metadata, changed, compress=True
                 ),
-                "put_params, not compressed": lambda: _core.put_params(
+                "put_params, not compressed": lambda: _writing.put_params(
                     SERDE, put_cfg, checkpoint, metadata, changed, compress=False
                 ),
                 "the two changed values serialized alone": lambda: [

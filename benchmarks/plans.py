@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import reading as _reading
 
 
 def explain(dsn: str, filter: dict[str, Any], limit: int) -> str:
@@ -28,7 +28,7 @@ def explain(dsn: str, filter: dict[str, Any], limit: int) -> str:
         PostgresSaver.from_conn_string(dsn) as saver,
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
-        sel = _core.list_select(None, filter, None, limit, saver._visible_metadata)
+        sel = _reading.list_select(None, filter, None, limit, saver._visible_metadata)
         q = saver._q
         phases = {
             "first phase (read_tuples_recent)": q.recent("read_tuples", sel.predicates, limit),

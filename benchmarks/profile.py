@@ -222,7 +222,7 @@ def decompose_put(dsn: str, calls: int, pooler: bool) -> dict[str, float]:
     its statement and parameters in Python, its statement alone on a plain connection, the floor's
     INSERT of the same bytes, a durable one-row INSERT (round trip + commit flush) and
     ``SELECT 1`` (the round trip)."""
-    from langgraph_pg_saver.checkpoint import core as _core
+    from langgraph_pg_saver.checkpoint import writing as _writing
 
     prepare = None if pooler else 0
     keys = (
@@ -253,7 +253,7 @@ def decompose_put(dsn: str, calls: int, pooler: bool) -> dict[str, float]:
                 times["full put"].append(time.perf_counter() - t0)
                 return out
             t0 = time.perf_counter()
-            built = _core.put_params(saver.serde, config, checkpoint, metadata, new_versions)
+            built = _writing.put_params(saver.serde, config, checkpoint, metadata, new_versions)
             insert, _ = saver._put_sql(built)
             t1 = time.perf_counter()
             row = raw.execute(insert, built.params).fetchone()
@@ -271,7 +271,7 @@ def decompose_put(dsn: str, calls: int, pooler: bool) -> dict[str, float]:
             times["floor INSERT"].append(t1 - t0)
             times["tiny INSERT"].append(t2 - t1)
             times["SELECT 1"].append(t3 - t2)
-            return _core.put_result(built.params)
+            return _writing.put_result(built.params)
 
         saver.put = put  # type: ignore[method-assign]
         chain = Chain(saver, "decompose")

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_pg_saver import PostgresSaver
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import writing as _writing
 
 
 @dataclass
@@ -81,7 +81,9 @@ def build(
         if delta_channels:  # as LangGraph records them: the delta channels with non-zero counters
             metadata["counters_since_delta_snapshot"] = {ch: [1, 1] for ch in delta_channels}
         put_rows.append(
-            _core.put_params(saver.serde, config, cp, metadata, new_versions, values_max=0).params
+            _writing.put_params(
+                saver.serde, config, cp, metadata, new_versions, values_max=0
+            ).params
         )
         node = Node(cid, parent.checkpoint_id if parent else None, versions)
         hist.nodes.append(node)
@@ -95,7 +97,7 @@ def build(
             ]
             if rng.random() < 0.1:
                 writes.append(("__interrupt__", f"int{i}"))
-            params = _core.put_writes_params(
+            params = _writing.put_writes_params(
                 saver.serde,
                 stored,
                 writes,

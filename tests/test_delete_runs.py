@@ -26,7 +26,7 @@ from langgraph_pg_saver import (
     PostgresSaver,
     Report,
 )
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.codec import compress as _compress
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_writes", "pgsaver_blobs")
@@ -544,7 +544,7 @@ def test_every_way_put_writes_is_sent_records_the_run(
         graph.invoke(Command(resume="fine"), top("p", rid(2)))
         stored = saver.get_tuple(top("p"))
         assert stored is not None
-        many = [(f"ch{i}", i) for i in range(_core.VALUES_MAX_ROWS + 2)]
+        many = [(f"ch{i}", i) for i in range(_writing.VALUES_MAX_ROWS + 2)]
         for i, writes in enumerate((many, many[:2], [("__error__", "boom"), ("x", 1)])):
             saver.put_writes({**stored.config, "run_id": rid(2)}, writes, f"task-{i}")
         untagged = fetch(db_dsn, "SELECT count(*) FROM pgsaver_writes WHERE run_id IS NULL")

@@ -27,8 +27,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from test_indexes import plan_nodes
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint import reading as _reading
 from langgraph_pg_saver.errors import InvalidInputError
 
 SERDE = JsonPlusSerializer()
@@ -142,7 +143,7 @@ def _check_filters(saver: Any, dsn: str, data: st.DataObject) -> None:
         memory.put(cfg, cp, metadata, {})
         # read back exactly as written, types included (the serializer's round trip, which
         # InMemorySaver's filters see too: tuples become lists)
-        packed = SERDE.dumps_typed(_core.merge_metadata(cfg, metadata))
+        packed = SERDE.dumps_typed(_keys.merge_metadata(cfg, metadata))
         merged = SERDE.loads_typed(packed)
         written.append(((thread, cp["id"]), packed))
         tup = saver.get_tuple(heads[thread])
@@ -363,14 +364,14 @@ def test_a_filter_runs_on_the_gin_index(saver: PostgresSaver, db_dsn: str) -> No
         )
         conn.execute("ANALYZE pgsaver_checkpoints")
         for filter in ({"user": "u-7", "source": "loop"}, {"user": "u-7", "step": 7, "x": None}):
-            sel = _core.list_select(None, filter, None, 10)
+            sel = _reading.list_select(None, filter, None, 10)
             assert sel.filter is not None
             query = saver._q.capped(
                 "read_tuples" if sel.filter.exact else "list_keys", sel.predicates
             )
             assert query is not None
             # as the saver sends them: planned for these parameters (the filter matches 0.1%)
-            params = {**sel.params, "limit": _core.first_fetch(sel.filter, 10)}
+            params = {**sel.params, "limit": _reading.first_fetch(sel.filter, 10)}
             row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, params, prepare=False).fetchone()
             assert row is not None
             nodes = plan_nodes(row[0])

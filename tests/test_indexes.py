@@ -295,7 +295,7 @@ def test_every_hot_path_statement_stays_on_its_thread(
     thread_id (the claim of docs/scaling.md about distributing the tables by thread_id)."""
     from helpers import checkpoint, config
 
-    from langgraph_pg_saver.checkpoint import core as _core
+    from langgraph_pg_saver.checkpoint import writing as _writing
 
     dsn, saver, hist = seeded
     q = saver._q
@@ -303,12 +303,12 @@ def test_every_hot_path_statement_stays_on_its_thread(
     last = hist.nodes[-1].checkpoint_id
     parent = {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": last}}
     cp = checkpoint({"a": "x", "b": [1]})
-    put = _core.put_params(saver.serde, parent, cp, {"step": 1}, cp["channel_versions"])
-    many = _core.put_params(
+    put = _writing.put_params(saver.serde, parent, cp, {"step": 1}, cp["channel_versions"])
+    many = _writing.put_params(
         saver.serde, parent, cp, {"step": 1}, cp["channel_versions"], values_max=0
     )
-    writes = _core.put_writes_params(saver.serde, parent, [("a", 1), ("b", 2)], "task", "")
-    special = _core.put_writes_params(saver.serde, parent, [("__interrupt__", 1)], "task", "")
+    writes = _writing.put_writes_params(saver.serde, parent, [("a", 1), ("b", 2)], "task", "")
+    special = _writing.put_writes_params(saver.serde, parent, [("__interrupt__", 1)], "task", "")
     assert writes is not None
     assert special is not None
     insert, upsert = saver._put_sql(put)

@@ -24,7 +24,7 @@ from langgraph_pg_saver import (
     PostgresSaver,
     SaverClosedError,
 )
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import writing as _writing
 
 
 def count(dsn: str, table: str) -> int:
@@ -285,7 +285,7 @@ def test_a_repeated_put_inside_the_callers_transaction_leaves_it_usable(db_dsn: 
 _SAMPLES: list[Any] = [None, b"\x00raw", "text", {"k": [1, 2.5]}, 7, "", [None], b""]
 
 
-@pytest.mark.parametrize("n", [1, 2, _core.VALUES_MAX_ROWS, _core.VALUES_MAX_ROWS + 1])
+@pytest.mark.parametrize("n", [1, 2, _writing.VALUES_MAX_ROWS, _writing.VALUES_MAX_ROWS + 1])
 def test_any_number_of_values_and_writes_round_trips(saver: PostgresSaver, n: int) -> None:
     # up to VALUES_MAX_ROWS values or writes travel as scalars of a VALUES list, more as arrays:
     # both forms store the same rows, and fall back to the upsert the same way

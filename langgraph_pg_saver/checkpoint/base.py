@@ -9,8 +9,10 @@ from collections.abc import Collection
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import keys as _keys
+from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.policy import Unprepared
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
 
@@ -32,8 +34,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._compression = _compress.check(compression)
         self._q = queries_for(schema)
         # where nothing is prepared: the calls of migrations 0006/0007's functions (Driver._send)
-        self._put_call: Unprepared = (self._q["put_call"], _core.blob_arrays)
-        self._get_tuple_call: Unprepared = (self._q["get_tuple_call"], _core.with_checkpoint_id)
+        self._put_call: Unprepared = (self._q["put_call"], _writing.blob_arrays)
+        self._get_tuple_call: Unprepared = (self._q["get_tuple_call"], _writing.with_checkpoint_id)
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
@@ -42,7 +44,7 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _visible_metadata(self) -> frozenset[str] | None:
         """The metadata keys stored in clear (a KeyringSerializer's plaintext_metadata), or None:
         all of them."""
-        crypt = _core.sealer(self.serde)
+        crypt = _values.sealer(self.serde)
         return None if crypt is None else crypt.plaintext_metadata
 
     def with_allowlist(
@@ -51,7 +53,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         """A shallow clone whose serializer accepts more msgpack types (LangGraph's strict
         msgpack mode asks this of a checkpointer); a KeyringSerializer passes it to its inner
         serializer and stays a KeyringSerializer."""
-        crypt = _core.sealer(self.serde)
+        crypt = _values.sealer(self.serde)
         if crypt is None:
             return super().with_allowlist(extra_allowlist)
         serde = crypt.with_msgpack_allowlist(extra_allowlist)
@@ -73,9 +75,9 @@ class SaverBase(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Next channel version, compatible with the official Postgres saver's version strings."""
-        return _core.next_version(current)
+        return _keys.next_version(current)
 
-    def _put_sql(self, put: _core.Batch) -> tuple[bytes, bytes]:
+    def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:
         """put's plain INSERT, and the upsert the driver falls back to on a unique violation."""
         q = self._q
         rows, claim = put.rows, put.claim
@@ -90,7 +92,7 @@ class SaverBase(BaseCheckpointSaver[str]):
             return False
         return metadata.get("source") in ("input", "loop")
 
-    def _put_writes_sql(self, writes: _core.Batch) -> tuple[bytes, bytes | None]:
+    def _put_writes_sql(self, writes: _writing.Batch) -> tuple[bytes, bytes | None]:
         """put_writes' statement, and the upsert to fall back to.
 
         Writes to special channels replace earlier ones: an expected conflict, handled by the upsert

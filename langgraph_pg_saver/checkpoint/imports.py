@@ -6,7 +6,7 @@ Blobs and writes are the same bytes in both (the same serializer's ``(type, byte
 copied in SQL. A checkpoint is JSON there and serialized here: the body (everything but its
 channel values and versions) is serialized with the saver's serde, its inline values (the official
 saver keeps strings and numbers in the checkpoint JSON) become blobs, its metadata goes through the
-rules of ``_metadata``, its ``ts`` becomes ``created_at``. Threads go in id order, ``thread_batch``
+rules of ``codec.jsonb``, its ``ts`` becomes ``created_at``. Threads go in id order, ``thread_batch``
 at a time, one transaction each, under our per-thread locks.
 
 What was imported is recorded in ``pgsaver_imports`` (migration 0010), per source schema, thread
@@ -40,9 +40,10 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import sql
 
-from langgraph_pg_saver.checkpoint import core as _core
-from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param
+from langgraph_pg_saver.codec import jsonb as _jsonb
+from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.sql import Queries, queries_for
 from langgraph_pg_saver.db.steps import Report, Step, Steps, Stmt, batch_size
 from langgraph_pg_saver.errors import InvalidInputError, PgSaverError
@@ -517,20 +518,20 @@ def convert(serde: SerializerProtocol, rows: Sequence[tuple[Any, ...]]) -> dict[
         for channel, value in inline.items():
             if channel not in versions:
                 continue
-            type_, data = _core.dump(serde, value, "the inline value of channel", channel)
+            type_, data = _values.dump(serde, value, "the inline value of channel", channel)
             for key, v in (
                 ("i_threads", thread),
                 ("i_nss", ns),
                 ("i_ids", checkpoint_id),
                 ("i_channels", channel),
-                ("i_versions", _core.version_key(versions[channel])),
+                ("i_versions", _keys.version_key(versions[channel])),
                 ("i_types", type_),
                 ("i_blobs", data),
             ):
                 p[key].append(v)
-        body_type, body = _core.dump(serde, cp, "the checkpoint body")
+        body_type, body = _values.dump(serde, cp, "the checkpoint body")
         meta = dict(metadata or {})
-        text, lossy = _metadata.encode(meta)
+        text, lossy = _jsonb.encode(meta)
         run_id = meta.get("run_id")
         for key, v in (
             ("c_threads", thread),
@@ -547,7 +548,7 @@ def convert(serde: SerializerProtocol, rows: Sequence[tuple[Any, ...]]) -> dict[
             ("c_bodies", body),
             ("c_versions", json.dumps(versions)),
             ("c_metadata", text),
-            ("c_exacts", _core.pack_typed(serde, meta) if lossy else None),
+            ("c_exacts", _values.pack_typed(serde, meta) if lossy else None),
         ):
             p[key].append(v)
     return p

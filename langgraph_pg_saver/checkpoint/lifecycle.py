@@ -16,8 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import keys as _keys
+from langgraph_pg_saver.checkpoint import reading as _reading
+from langgraph_pg_saver.checkpoint import writing as _writing
+from langgraph_pg_saver.checkpoint.rows import ResealRow, RunsRow
 from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
 from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.db.steps import (
@@ -62,7 +66,7 @@ def names_param(
     for v in items:
         if v is None:
             raise InvalidInputError(f"{what} contains None instead of a {item}")
-        out.add(_core.name_param(v, item))
+        out.add(_keys.name_param(v, item))
     return sorted(out)
 
 
@@ -98,7 +102,7 @@ def delta_history(
     wanted = list(dict.fromkeys(_channel_name(c) for c in channels))
     if not wanted:
         return {}
-    sel = _core.get_tuple_select(config)
+    sel = _reading.get_tuple_select(config)
     params = dict(sel.params, channels=wanted)
     rows = yield Step(
         (Stmt(q.render("delta_history", where=sel.predicates), params, prepare=None),)
@@ -109,7 +113,7 @@ def delta_history(
 def _channel_name(channel: object) -> str:
     if channel is None:
         raise InvalidInputError("channels contains None instead of a channel name")
-    return _core.name_param(channel, "channel name")
+    return _keys.name_param(channel, "channel name")
 
 
 def assemble_history(
@@ -118,7 +122,7 @@ def assemble_history(
     """Rows of ``delta_history`` (already oldest → newest, writes in writes_sort_key order)."""
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
-    crypt = _core.sealer(serde)
+    crypt = _values.sealer(serde)
     loads = _compress.decoder(serde.loads_typed)
     for kind, _depth, path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
         data = blob if blob is not None else b""
@@ -262,8 +266,8 @@ def copy_thread(
 ) -> Steps:
     """Copy a thread in one transaction. Under a KeyringSerializer the copied values are sealed
     again for the target's place in that transaction (they were bound to the source's)."""
-    src = _core.thread_id_param(source)
-    dst = _core.thread_id_param(target)
+    src = _keys.thread_id_param(source)
+    dst = _keys.thread_id_param(target)
     if src == dst:
         raise InvalidInputError(f"copy_thread: source and target are the same thread {src!r}")
     params = {"source": src, "target": dst}
@@ -276,7 +280,7 @@ def copy_thread(
             Stmt(q["delete_threads"], {"thread_ids": [dst], "idle_for": None}),
             *statements,
         )
-    crypt = None if serde is None else _core.sealer(serde)
+    crypt = None if serde is None else _values.sealer(serde)
     counts: list[tuple[Any, ...]] = []
 
     def checked(rows: Rows) -> Step | None:
@@ -341,14 +345,32 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
         )
     if not found[0]:
         return Report(dry_run=dry_run, missing=ids)
-    dependents = [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == 1]
+    R = RunsRow
+    dependents = [
+        (r[R.THREAD_ID], r[R.CHECKPOINT_NS], r[R.CHECKPOINT_ID], r[R.A])
+        for r in rows
+        if r[R.KIND] == 1
+    ]
     if dependents:
         raise DeltaDependencyError(run_ids=ids, dependents=dependents)
-    entangled = [(r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ())) for r in rows if r[0] == 2]
+    entangled = [
+        (
+            r[R.THREAD_ID],
+            r[R.CHECKPOINT_NS],
+            r[R.CHECKPOINT_ID],
+            r[R.A],
+            r[R.CHANNEL],
+            r[R.RUN_ID],
+            tuple(r[R.REPLACED] or ()),
+        )
+        for r in rows
+        if r[R.KIND] == 2
+    ]
     if entangled:
         raise EntangledRunError(run_ids=ids, rows=entangled)
-    summary = next(r for r in rows if r[0] == 0)
-    checkpoints, writes, blobs, threads, size, missing = summary[8:14]
+    summary = next(r for r in rows if r[R.KIND] == 0)
+    # the counts, from CHECKPOINTS to the row's end
+    checkpoints, writes, blobs, threads, size, missing = summary[R.CHECKPOINTS : R.WIDTH]
     return Report(
         threads=int(threads),
         checkpoints=int(checkpoints),
@@ -375,7 +397,7 @@ def _reseal_one(
             inner = (type_, data)  # the inner serializer's own plaintext
         else:
             value = crypt.open(type_, data, old)
-            inner = _core.dump(crypt.serde, value, "a value read by the fallback serializer")
+            inner = _values.dump(crypt.serde, value, "a value read by the fallback serializer")
     return crypt.seal(inner[0], inner[1], new)
 
 
@@ -396,8 +418,22 @@ def reseal_params(
     and always sealed (a row written before the KeyringSerializer keeps only those keys in
     clear)."""
     columns: list[list[list[Any]]] = [[[] for _ in names] for names in _RESEAL_COLUMNS]
+    R = ResealRow
     for row in rows:
-        kind, thread, ns, a, b, channel, idx, type_, data, path, parent, versions = row[:12]
+        kind, thread, ns, a, b = (
+            row[R.KIND],
+            row[R.THREAD_ID],
+            row[R.CHECKPOINT_NS],
+            row[R.A],
+            row[R.B],
+        )
+        channel, idx, path = row[R.CHANNEL], row[R.IDX], row[R.TASK_PATH]
+        type_, data, parent, versions = (
+            row[R.TYPE],
+            row[R.BLOB],
+            row[R.PARENT],
+            row[R.CHANNEL_VERSIONS],
+        )
         was = thread if source is None else source
         if kind == 0:
             key: tuple[Any, ...] = (ns, a, b)
@@ -409,18 +445,18 @@ def reseal_params(
             new = ("write", thread, *key, channel, path)
         else:
             key = (ns, a)
-            old = _core.body_place(was, ns, a, parent, versions)
-            new = _core.body_place(thread, ns, a, parent, versions)
+            old = _keys.body_place(was, ns, a, parent, versions)
+            new = _keys.body_place(thread, ns, a, parent, versions)
         values: list[Any] = [thread, *key, *_reseal_one(crypt, type_, data or b"", old, new)]
         if kind == 2:
-            metadata, exact = row[12], row[13]
+            metadata, exact = row[R.METADATA], row[R.METADATA_EXACT]
             if exact:
-                full = _core.unpack_typed(crypt, exact, ("metadata", was, ns, a))
+                full = _values.unpack_typed(crypt, exact, ("metadata", was, ns, a))
             else:
-                full = _core.sealed_metadata(crypt, None, metadata, ("metadata", was, ns, a))
-            text, _, _ = _core.metadata_columns(crypt, full)
+                full = _values.open_exact(crypt, None, metadata, ("metadata", was, ns, a))
+            text, _, _ = _writing.metadata_columns(crypt, full)
             values.append(text)
-            values.append(_core.pack_typed(crypt, full, "metadata", ("metadata", thread, ns, a)))
+            values.append(_values.pack_typed(crypt, full, "metadata", ("metadata", thread, ns, a)))
         for column, value in zip(columns[kind], values, strict=True):
             column.append(value)
     return {
@@ -447,7 +483,7 @@ def reencrypt(
     (what is done is found done). ``dry_run``: count what would be sealed again, in one statement
     that locks nothing. A ``thread_id`` that holds no checkpoint is named in ``missing``."""
     batch = batch_size(batch)
-    thread = None if thread_id is None else _core.thread_id_param(thread_id)
+    thread = None if thread_id is None else _keys.thread_id_param(thread_id)
     total = Report(dry_run=dry_run)
     for name, flag in (("full", full), ("dry_run", dry_run)):
         if not isinstance(flag, bool):
@@ -471,10 +507,11 @@ def reencrypt(
     base = {**due, "limit": batch}
     previous: str | None = None
     # per table: its batch query, and the row columns of its primary key (after thread, namespace)
+    R = ResealRow
     tables = (
-        (q["reencrypt_blobs"], 0, (3, 4)),
-        (q["reencrypt_writes"], 1, (3, 4, 6)),
-        (q["reencrypt_checkpoints"], 2, (3,)),
+        (q["reencrypt_blobs"], 0, (R.A, R.B)),
+        (q["reencrypt_writes"], 1, (R.A, R.B, R.IDX)),
+        (q["reencrypt_checkpoints"], 2, (R.A,)),
     )
     for query, kind, key_columns in tables:
         after: tuple[Any, ...] | None = None
@@ -497,7 +534,7 @@ def reencrypt(
             if not found:
                 break
             last = found[-1]
-            after = (last[1], last[2], *(last[i] for i in key_columns))
+            after = (last[R.THREAD_ID], last[R.CHECKPOINT_NS], *(last[i] for i in key_columns))
             n = len(found)
             if kind == 0:
                 total.blobs += n
@@ -507,11 +544,11 @@ def reencrypt(
                 total.checkpoints += n
                 # threads whose checkpoints were sealed again (rows come in thread order)
                 for r in found:
-                    if r[1] != previous:
+                    if r[R.THREAD_ID] != previous:
                         total.threads += 1
-                        previous = r[1]
+                        previous = r[R.THREAD_ID]
             total.batches += 1
-            total.last_thread_id = last[1]
+            total.last_thread_id = last[R.THREAD_ID]
             if progress is not None:
                 progress(dataclasses.replace(total))
             if len(found) < batch:
@@ -548,7 +585,7 @@ def retention(
     thread_batch = batch_size(thread_batch)
     batch_size(batch)  # checked before anything runs, not only when keep_last first needs it
     total = Report(dry_run=dry_run, last_thread_id=start_after or None)
-    after = _core.thread_id_param(start_after)
+    after = _keys.thread_id_param(start_after)
     chosen = None if thread_ids is None else [t for t in thread_ids_param(thread_ids) if t > after]
     if chosen:
         # the given ids that hold no checkpoint, as the job starts: named, and left alone

@@ -5,7 +5,7 @@ whenever jsonb would change the metadata, an exact copy in ``metadata_exact`` (t
 bytes), which is what reads return. jsonb changes a NUL character (it cannot hold one), a float
 of 1e16 or more (it prints ``4.907577792660525e16`` as the integer ``49075777926605250``), -0.0,
 NaN and infinities, non-string keys, subclasses (an IntEnum reads back as an int) and every other
-object; the jsonb of such a "lossy" row is an approximation (``approximate``).
+object; the jsonb of such a "lossy" row is an approximation (``codec.jsonb``, which encodes it).
 
 Selected: what ``InMemorySaver`` selects, ``all(value == metadata.get(key) for key, value in
 filter.items())`` on the metadata as read back: per-key Python equality, so ``{"k": None}`` matches
@@ -26,129 +26,13 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
+from langgraph_pg_saver.codec.jsonb import INT_MAX_BITS, encodable, plain_str
+
 # json.dumps with options builds an encoder per call: build it once (it keeps no state)
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-#: floats from here on print with an exponent, which jsonb turns into an integer
-_FLOAT_EXPONENT = 1e16
-#: ints this long cannot become text (sys.get_int_max_str_digits): stored only in the exact copy
-_INT_MAX_BITS = 14_000
-
-
-def encodable(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (no lone surrogate), so UTF-8 and jsonb can hold it."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _plain_str(text: object) -> bool:
-    """A str jsonb keeps exactly: the str type itself, no NUL, valid UTF-8."""
-    return type(text) is str and "\x00" not in text and encodable(text)
-
-
-def is_plain(obj: Any) -> bool:
-    """Whether jsonb keeps ``obj`` exactly, type included, as json.loads reads it back (tuples
-    become lists, as LangGraph's serializer makes them too). Dict key order is not kept."""
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        t = type(item)
-        if t is str:
-            if "\x00" in item or not encodable(item):
-                return False
-        elif t is dict:
-            for key, value in item.items():
-                if not _plain_str(key):
-                    return False
-                stack.append(value)
-        elif t is list or t is tuple:
-            stack.extend(item)
-        elif t is float:
-            if not (abs(item) < _FLOAT_EXPONENT) or (item == 0 and math.copysign(1, item) < 0):
-                return False  # NaN fails the comparison too
-        elif t is int:
-            if item.bit_length() > _INT_MAX_BITS:
-                return False
-        elif item is not None and t is not bool:
-            return False
-    return True
-
-
-def approximate(obj: Any) -> Any:
-    """A JSON value close to ``obj``, for the jsonb of a lossy row (reads use the exact copy).
-
-    Whatever equals a string or a number (other than the objects of user classes with their own
-    ``==``) approximates to exactly that string or number, as the prefilter asks for it."""
-    if isinstance(obj, str):
-        text = str.__str__(obj)  # a str subclass's value, whatever its __str__ says
-        return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-    if obj is None or isinstance(obj, bool):
-        return obj
-    if isinstance(obj, int):
-        value = int.__index__(obj)
-        return value if value.bit_length() <= _INT_MAX_BITS else None
-    if isinstance(obj, float):
-        return _number(float.__float__(obj))
-    if isinstance(obj, numbers.Number):  # Decimal, Fraction, complex, numpy's numbers
-        number: Any = obj
-        try:
-            if isinstance(number, complex) or not isinstance(number, numbers.Real):
-                if number.imag != 0:
-                    return str(number)
-                number = number.real
-            try:
-                whole = int(number)
-            except (ValueError, OverflowError):  # NaN, infinity
-                whole = None
-            if whole is not None and number == whole:
-                return approximate(whole)
-            return _number(float(number))
-        except (TypeError, ValueError, OverflowError, ArithmeticError, AttributeError):
-            return str(number)
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        # keys jsonb holds as they are first, so that an approximated key never hides one of them
-        for key, value in obj.items():
-            if _plain_str(key):
-                out[key] = approximate(value)
-        for key, value in obj.items():
-            if not _plain_str(key):
-                out.setdefault(
-                    approximate(key if isinstance(key, str) else str(key)), approximate(value)
-                )
-        return out
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [approximate(v) for v in obj]
-    iso = getattr(obj, "isoformat", None)
-    if callable(iso):
-        return approximate(iso())
-    return approximate(str(obj))
-
-
-def _number(value: float) -> Any:
-    """A float as jsonb should hold it: finite only, -0.0 as 0, from 1e16 on as the int of its exact
-    value (its repr is rounded: 4.907577792660525e16 is 49075777926605248)."""
-    if not math.isfinite(value):
-        return None
-    if value == 0:
-        return 0.0
-    return int(value) if abs(value) >= _FLOAT_EXPONENT else value
-
-
-def encode(metadata: dict[str, Any]) -> tuple[str, bool]:
-    """The jsonb text of ``metadata``, and whether it is lossy (the exact copy must then be stored
-    beside it)."""
-    if is_plain(metadata):
-        return _JSON.encode(metadata), False
-    return _JSON.encode(approximate(metadata)), True
 
 
 def matches(filter: Mapping[Any, Any], metadata: Mapping[Any, Any]) -> bool:
@@ -170,7 +54,7 @@ def _pre(value: Any) -> Any:
     if t is str:
         return value if "\x00" not in value and encodable(value) else _DROP
     if t is int:
-        return _DROP if value in (0, 1) or value.bit_length() > _INT_MAX_BITS else value
+        return _DROP if value in (0, 1) or value.bit_length() > INT_MAX_BITS else value
     if t is float:
         if not math.isfinite(value) or value in (0.0, 1.0):
             return _DROP
@@ -196,7 +80,7 @@ def plan_filter(filter: Mapping[Any, Any], visible: Collection[str] | None = Non
     pre: dict[str, Any] = {}
     exact = True
     for key, value in filter.items():
-        part = _pre(value) if _plain_str(key) and (visible is None or key in visible) else _DROP
+        part = _pre(value) if plain_str(key) and (visible is None or key in visible) else _DROP
         if part is _DROP:
             exact = False
         else:

@@ -21,12 +21,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from langgraph_pg_saver.checkpoint import core as _core
 from langgraph_pg_saver.checkpoint import imports as _import
+from langgraph_pg_saver.checkpoint import keys as _keys
+from langgraph_pg_saver.checkpoint import legacy as _legacy
 from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
 from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint import reading as _reading
+from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
+from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import pool as _pool
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
@@ -220,13 +224,13 @@ class PostgresSaver(SaverBase):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
-        sel = _core.get_tuple_select(config)
+        sel = _reading.get_tuple_select(config)
         query = self._q.get_tuple(sel.predicates)
         # behind a pooler (nothing prepared), the same rows from migration 0007's function
         rows = self._driver.fetch_all(
-            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
+            query, sel.params, size_column=_reading.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
         )
-        tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
+        tup = _reading.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
             self._migrate_pending_sends((tup,))
         return tup
@@ -240,41 +244,43 @@ class PostgresSaver(SaverBase):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
-        sel = _core.list_select(config, filter, before, limit, self._visible_metadata)
+        sel = _reading.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
         if sel.filter is None:
             rows = self._select("read_tuples", sel.predicates, sel.params)
-            tuples: Iterable[CheckpointTuple] = _core.read_rows_to_tuples(self.serde, rows)
+            tuples: Iterable[CheckpointTuple] = _reading.read_rows_to_tuples(self.serde, rows)
         else:
             tuples = self._filtered(sel, sel.filter)
         for tup in tuples:
-            if tup.parent_config is not None and _core.checkpoint_format(tup.checkpoint) < 4:
+            if tup.parent_config is not None and _legacy.checkpoint_format(tup.checkpoint) < 4:
                 self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
             yield tup
 
-    def _filtered(self, sel: _core.Select, plan: _metadata.FilterPlan) -> Sequence[CheckpointTuple]:
+    def _filtered(
+        self, sel: _reading.Select, plan: _metadata.FilterPlan
+    ) -> Sequence[CheckpointTuple]:
         """list() with a metadata filter: SQL chooses candidates (a superset of the matches), each
         is checked with InMemorySaver's rule (_metadata). Candidates that fail leave a limit short:
         the selection then runs again over more of them."""
         want = sel.params["limit"]
-        fetch = _core.first_fetch(plan, want)
+        fetch = _reading.first_fetch(plan, want)
         while True:
             params = {**sel.params, "limit": fetch}
             found: list[CheckpointTuple] = []
             if plan.exact:  # the usual filter: candidates are matches but for rows stored lossy
                 rows = self._select("read_tuples", sel.predicates, params)
-                found = [*_core.read_rows_to_tuples(self.serde, rows)]
+                found = [*_reading.read_rows_to_tuples(self.serde, rows)]
                 seen = len(found)
             else:  # check the candidates' metadata first, then read only the matches
                 rows = self._select("list_keys", sel.predicates, params)
                 seen = len(rows)
-                keys = _core.matching_keys(self.serde, plan, rows, want)
+                keys = _reading.matching_keys(self.serde, plan, rows, want)
                 if keys:
                     rows = self._driver.fetch_all(
-                        self._q["read_tuples_keys"], _core.keys_params(keys)
+                        self._q["read_tuples_keys"], _reading.keys_params(keys)
                     )
-                    found = [*_core.read_rows_to_tuples(self.serde, rows)]
+                    found = [*_reading.read_rows_to_tuples(self.serde, rows)]
             matched = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
             if want is None or fetch is None or len(matched) >= want or seen < fetch:
                 return matched[:want]
@@ -293,7 +299,7 @@ class PostgresSaver(SaverBase):
             recent = self._q.recent(name, predicates, limit)
             if recent is not None:
                 rows = self._driver.fetch_all(recent, params)
-                if _core.checkpoints_in(name, rows) >= limit:
+                if _reading.checkpoints_in(name, rows) >= limit:
                     return rows
             capped = self._q.capped(name, predicates)
             if capped is not None:
@@ -307,10 +313,10 @@ class PostgresSaver(SaverBase):
     def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
         """Checkpoints of format < 4 read their Send packets from their parent's writes (one more
         statement, only when such a checkpoint was read)."""
-        params = _core.pending_sends_params(tuples)
+        params = _legacy.pending_sends_params(tuples)
         if params is not None:
             rows = self._driver.fetch_all(self._q["pending_sends"], params)
-            _core.migrate_pending_sends(self.serde, tuples, rows)
+            _legacy.migrate_pending_sends(self.serde, tuples, rows)
 
     def put(
         self,
@@ -320,7 +326,7 @@ class PostgresSaver(SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
-        put = _core.put_params(
+        put = _writing.put_params(
             self.serde,
             config,
             checkpoint,
@@ -342,7 +348,7 @@ class PostgresSaver(SaverBase):
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
-        return _core.put_result(put.params)
+        return _writing.put_result(put.params)
 
     def put_writes(
         self,
@@ -352,7 +358,7 @@ class PostgresSaver(SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
-        built = _core.put_writes_params(
+        built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )
         if built is None:
@@ -367,7 +373,7 @@ class PostgresSaver(SaverBase):
         no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
-        tid = _core.thread_id_param(thread_id)
+        tid = _keys.thread_id_param(thread_id)
         self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
@@ -442,7 +448,7 @@ class PostgresSaver(SaverBase):
         ``dry_run`` counts what would be sealed again and changes nothing. A ``thread_id`` that
         holds no checkpoint is no error: nothing is done and the report names it in ``missing``.
         """
-        crypt = _core.sealer(self.serde)
+        crypt = _values.sealer(self.serde)
         if crypt is None:
             raise InvalidInputError(
                 "reencrypt needs the saver's serde to be a KeyringSerializer, not "

@@ -1,6 +1,6 @@
 """Authenticated encryption bound to where a value belongs: :class:`KeyringSerializer`.
 
-A LangGraph serializer never learns where a value goes; the savers do. ``_core`` seals every value
+A LangGraph serializer never learns where a value goes; the savers do. ``codec.values`` seals every value
 it stores with the value's place (thread, namespace, channel, version; or checkpoint, task, index)
 as AES-GCM associated data, so a row swapped with another, copied into another thread by hand, or
 replaced by someone else's plaintext fails loudly instead of being read as that place's value.

@@ -2,7 +2,7 @@
 
 Values are JSON objects. They are stored as jsonb (``value``, which filters search) and, when
 jsonb would change them (a NUL character, a float of 1e16 or more, -0.0: the rules of
-``_metadata``), also as their exact JSON text (``value_exact``), which reads return. Anything
+``codec.jsonb``), also as their exact JSON text (``value_exact``), which reads return. Anything
 JSON cannot hold (a datetime, a set, a tuple, bytes, NaN, a non-str key, a lone surrogate) is
 refused, naming where it is, before anything is written: it would come back changed.
 
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
-from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.codec import jsonb as _jsonb
 from langgraph_pg_saver.errors import InvalidInputError
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -53,7 +53,7 @@ def check_namespace(namespace: object, what: str = "namespace", *, empty: bool =
             raise InvalidNamespaceError(
                 f"{what} {namespace!r}: label {label!r} contains a '.', which labels cannot hold"
             )
-        if "\x00" in label or not _metadata.encodable(label):
+        if "\x00" in label or not _jsonb.encodable(label):
             raise InvalidNamespaceError(
                 f"{what} {namespace!r}: label {label!r} holds a NUL or a lone surrogate"
             )
@@ -63,7 +63,7 @@ def check_namespace(namespace: object, what: str = "namespace", *, empty: bool =
 def check_key(key: object) -> str:
     if not isinstance(key, str):
         raise InvalidInputError(f"an item key must be a str, not {type(key).__name__}: {key!r}")
-    if "\x00" in key or not _metadata.encodable(key):
+    if "\x00" in key or not _jsonb.encodable(key):
         raise InvalidInputError(f"item key {key!r} holds a NUL or a lone surrogate")
     return key
 
@@ -87,7 +87,7 @@ def check_value(value: object, path: str = "") -> None:
                 raise InvalidInputError(f"{at} is an int too long to write as JSON text")
             continue
         if kind is str:
-            if not _metadata.encodable(obj):
+            if not _jsonb.encodable(obj):
                 raise InvalidInputError(f"{at} holds a lone surrogate, which JSON cannot hold")
         elif kind is float:
             if not math.isfinite(obj):
@@ -98,7 +98,7 @@ def check_value(value: object, path: str = "") -> None:
                     raise InvalidInputError(
                         f"{at} has the key {k!r} ({type(k).__name__}): JSON keys are strings"
                     )
-                if not _metadata.encodable(k):
+                if not _jsonb.encodable(k):
                     raise InvalidInputError(f"{at} has a key with a lone surrogate: {k!r}")
                 stack.append((v, f"{at}[{k!r}]"))
         elif kind is list:
@@ -114,7 +114,7 @@ def check_value(value: object, path: str = "") -> None:
 def encode_value(value: dict[str, Any]) -> tuple[str, str | None]:
     """The jsonb text and, when jsonb would change the value, the exact JSON text."""
     check_value(value)
-    text, lossy = _metadata.encode(value)
+    text, lossy = _jsonb.encode(value)
     return text, (_JSON.encode(value) if lossy else None)
 
 
@@ -257,7 +257,7 @@ _DROP = object()
 def _pre(wanted: Any) -> Any:
     """The part of a filter value whose jsonb containment means what the rule means, or _DROP."""
     if type(wanted) is str:
-        return wanted if "\x00" not in wanted and _metadata.encodable(wanted) else _DROP
+        return wanted if "\x00" not in wanted and _jsonb.encodable(wanted) else _DROP
     if type(wanted) in (int, float) and wanted not in (0, 1) and math.isfinite(wanted):
         if type(wanted) is float and abs(wanted) >= 1e16:
             return _DROP

@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_pg_saver.checkpoint import core as _core
+from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint import reading as _reading
+from langgraph_pg_saver.checkpoint import writing as _writing
+from langgraph_pg_saver.codec import jsonb as _jsonb
+from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db import adapt as _adapt
 from langgraph_pg_saver.errors import InvalidInputError
 
@@ -27,35 +31,35 @@ def cfg(**configurable: object) -> dict[str, object]:
 
 
 def test_config_keys_defaults_and_errors() -> None:
-    assert _core.config_keys(cfg(thread_id="t")) == ("t", "", None)
-    assert _core.config_keys(cfg(thread_id=5, checkpoint_ns=None, checkpoint_id="c")) == (
+    assert _keys.config_keys(cfg(thread_id="t")) == ("t", "", None)
+    assert _keys.config_keys(cfg(thread_id=5, checkpoint_ns=None, checkpoint_id="c")) == (
         "5",
         "",
         "c",
     )
     with pytest.raises(InvalidInputError, match="thread_id"):
-        _core.config_keys(cfg())
+        _keys.config_keys(cfg())
     with pytest.raises(InvalidInputError, match="thread_id"):
-        _core.config_keys(None)
+        _keys.config_keys(None)
     with pytest.raises(InvalidInputError, match="NUL"):
-        _core.config_keys(cfg(thread_id="a\x00"))
+        _keys.config_keys(cfg(thread_id="a\x00"))
 
 
 def test_encode_json_marks_lossy_forms() -> None:
-    assert _core.encode_json({"a": "b", "n": 2.5}) == ('{"a": "b", "n": 2.5}', False)
-    text, lossy = _core.encode_json({"a": "x\x00y"})
+    assert _jsonb.encode_json({"a": "b", "n": 2.5}) == ('{"a": "b", "n": 2.5}', False)
+    text, lossy = _jsonb.encode_json({"a": "x\x00y"})
     assert (text, lossy) == ('{"a": "xy"}', True)
     # a literal backslash-u0000 is not a NUL: kept, not lossy
-    text, lossy = _core.encode_json({"a": "\\u0000"})
+    text, lossy = _jsonb.encode_json({"a": "\\u0000"})
     assert lossy is False
     assert text == '{"a": "\\\\u0000"}'
-    text, lossy = _core.encode_json({"f": math.inf})
+    text, lossy = _jsonb.encode_json({"f": math.inf})
     assert (text, lossy) == ('{"f": null}', True)
 
 
 def test_metadata_jsonb_is_plain_or_marked_lossy() -> None:
     plain = {"a": "b", "n": [1, 2.5, None, True, (3, 4)], "big": 2**80, "f": 9.9e15, "e": 1e-9}
-    text, lossy = _metadata.encode(plain)
+    text, lossy = _jsonb.encode(plain)
     assert not lossy
     assert json.loads(text) == {**plain, "n": [1, 2.5, None, True, [3, 4]]}
     for bad in (
@@ -70,15 +74,15 @@ def test_metadata_jsonb_is_plain_or_marked_lossy() -> None:
         {"s": {1, 2}},
         {"huge": 10**5000},
     ):
-        text, lossy = _metadata.encode(bad)
+        text, lossy = _jsonb.encode(bad)
         assert lossy, bad
         json.loads(text)
-    assert json.loads(_metadata.encode({"a": "x\x00y"})[0])["a"] == "xy"
+    assert json.loads(_jsonb.encode({"a": "x\x00y"})[0])["a"] == "xy"
     # the approximation holds what the prefilter asks of an equal value
-    assert json.loads(_metadata.encode({"f": 4.907577792660525e16})[0]) == {"f": 49075777926605248}
+    assert json.loads(_jsonb.encode({"f": 4.907577792660525e16})[0]) == {"f": 49075777926605248}
     assert (
         '"2026-01-02T00:00:00+00:00"'
-        in _metadata.encode({"w": datetime(2026, 1, 2, tzinfo=timezone.utc)})[0]
+        in _jsonb.encode({"w": datetime(2026, 1, 2, tzinfo=timezone.utc)})[0]
     )
 
 
@@ -123,7 +127,7 @@ def test_the_approximation_of_a_lossy_value_equal_to_a_str_or_number_is_that_str
     class Num(enum.IntEnum):
         X = 5
 
-    approx = _metadata.approximate
+    approx = _jsonb.approximate
     assert approx(S.A) == "a"
     assert approx(Num.X) == 5
     assert type(approx(Num.X)) is int
@@ -149,12 +153,12 @@ def test_matches_is_in_memory_savers_rule() -> None:
 
 def test_pack_typed_round_trip() -> None:
     for obj in [{"a": "\x00"}, None, b"bytes", [1, (2, 3)]]:
-        assert _core.unpack_typed(SERDE, _core.pack_typed(SERDE, obj)) == SERDE.loads_typed(
+        assert _values.unpack_typed(SERDE, _values.pack_typed(SERDE, obj)) == SERDE.loads_typed(
             SERDE.dumps_typed(obj)
         )
 
 
-@pytest.mark.parametrize("values_max", [_core.VALUES_MAX_ROWS, 0])
+@pytest.mark.parametrize("values_max", [_writing.VALUES_MAX_ROWS, 0])
 def test_put_params_stores_only_new_versions_and_marks_missing_values_empty(
     values_max: int,
 ) -> None:
@@ -167,7 +171,7 @@ def test_put_params_stores_only_new_versions_and_marks_missing_values_empty(
         "versions_seen": {},
         "updated_channels": None,
     }
-    built = _core.put_params(
+    built = _writing.put_params(
         SERDE,
         cfg(thread_id="t", checkpoint_id="cp-1"),
         checkpoint,  # type: ignore[arg-type]
@@ -214,9 +218,9 @@ def test_put_params_checks_every_channel_name_not_only_the_new_ones() -> None:
     # names that are only in channel_versions (unchanged channels) are checked too
     for bad, message in (("a\x00b", "NUL"), ("a\ud800", "surrogate")):
         with pytest.raises(InvalidInputError, match=f"channel name.*{message}"):
-            _core.put_params(SERDE, cfg(thread_id="t"), _body({"ok": 1, bad: 2}), {}, {"ok": 1})  # type: ignore[arg-type]
+            _writing.put_params(SERDE, cfg(thread_id="t"), _body({"ok": 1, bad: 2}), {}, {"ok": 1})  # type: ignore[arg-type]
     # non-ASCII names are fine, and so are names that look like escapes
-    built = _core.put_params(
+    built = _writing.put_params(
         SERDE,
         cfg(thread_id="t"),
         _body({"ü": 1, "\\u0000": 2}),
@@ -228,18 +232,18 @@ def test_put_params_checks_every_channel_name_not_only_the_new_ones() -> None:
 
 
 def test_non_str_keys_anywhere_keep_the_metadata_exactly_on_the_side() -> None:
-    assert _metadata.is_plain({"a": [{"b": ({"c": 1},)}], "d": "x"})
-    assert not _metadata.is_plain({"a": [{"b": ({"c": {1: "x"}},)}]})
-    assert not _metadata.is_plain([({(1, 2): None},)])
-    assert _metadata.is_plain("text")
-    text, lossy = _metadata.encode({"a": [{"b": {2: "two"}}]})
+    assert _jsonb.is_plain({"a": [{"b": ({"c": 1},)}], "d": "x"})
+    assert not _jsonb.is_plain({"a": [{"b": ({"c": {1: "x"}},)}]})
+    assert not _jsonb.is_plain([({(1, 2): None},)])
+    assert _jsonb.is_plain("text")
+    text, lossy = _jsonb.encode({"a": [{"b": {2: "two"}}]})
     assert lossy
     assert json.loads(text) == {"a": [{"b": {"2": "two"}}]}
-    assert _core.encode_json({2: "two"}) == ('{"2": "two"}', False)
+    assert _jsonb.encode_json({2: "two"}) == ('{"2": "two"}', False)
 
 
 def test_params_nbytes_counts_bytea_values() -> None:
-    built = _core.put_params(
+    built = _writing.put_params(
         SERDE,
         cfg(thread_id="t"),
         {**_body({"a": 1, "b": 1}), "channel_values": {"a": "x" * 1000}},  # type: ignore[arg-type]
@@ -254,7 +258,7 @@ def test_params_nbytes_counts_bytea_values() -> None:
 
 
 def test_put_writes_params_idx_rules() -> None:
-    built = _core.put_writes_params(
+    built = _writing.put_writes_params(
         SERDE,
         cfg(thread_id="t", checkpoint_id="c"),
         [
@@ -275,7 +279,7 @@ def test_put_writes_params_idx_rules() -> None:
     assert SERDE.loads_typed((params["types"][i], params["values"][i])) == "last"
     assert built.rows == 0  # special channels: arrays, with their own idx
     assert (
-        _core.put_writes_params(SERDE, cfg(thread_id="t", checkpoint_id="c"), [], "task", "")
+        _writing.put_writes_params(SERDE, cfg(thread_id="t", checkpoint_id="c"), [], "task", "")
         is None
     )
 
@@ -302,12 +306,12 @@ RUN = uuid.UUID(int=7)
 def test_run_id_of_takes_the_first_run_id_a_config_carries(
     config: dict[str, Any], metadata: dict[str, Any] | None, expected: str | None
 ) -> None:
-    assert _core.run_id_of(config, metadata) == expected  # type: ignore[arg-type]
+    assert _keys.run_id_of(config, metadata) == expected  # type: ignore[arg-type]
 
 
 def test_put_and_put_writes_store_the_same_run_id() -> None:
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_id": "c"}, "run_id": RUN}
-    writes = _core.put_writes_params(SERDE, config, [("x", 1)], "task", "")
+    writes = _writing.put_writes_params(SERDE, config, [("x", 1)], "task", "")
     assert writes is not None
     assert writes.params["run_id"] == str(RUN)
     checkpoint: Any = {
@@ -318,23 +322,23 @@ def test_put_and_put_writes_store_the_same_run_id() -> None:
         "channel_versions": {},
         "versions_seen": {},
     }
-    put = _core.put_params(SERDE, config, checkpoint, {"source": "loop", "step": 1}, {})
+    put = _writing.put_params(SERDE, config, checkpoint, {"source": "loop", "step": 1}, {})
     assert put.params["run_id"] == str(RUN)
     # the stored metadata is LangGraph's: the top-level run id is not added to it
     assert "run_id" not in put.params["metadata"]
-    no_run = _core.put_writes_params(
+    no_run = _writing.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("x", 1)], "task", ""
     )
     assert no_run is not None
     assert no_run.params["run_id"] is None
     with pytest.raises(InvalidInputError, match="NUL"):
-        _core.put_writes_params(SERDE, {**config, "run_id": "a\x00b"}, [("x", 1)], "task", "")
+        _writing.put_writes_params(SERDE, {**config, "run_id": "a\x00b"}, [("x", 1)], "task", "")
 
 
 def test_ordinary_writes_go_as_scalars_up_to_the_limit() -> None:
     config = cfg(thread_id="t", checkpoint_id="c")
-    writes = [(f"ch{i}", i) for i in range(_core.VALUES_MAX_ROWS + 1)]
-    built = _core.put_writes_params(SERDE, config, writes[:3], "task", "")
+    writes = [(f"ch{i}", i) for i in range(_writing.VALUES_MAX_ROWS + 1)]
+    built = _writing.put_writes_params(SERDE, config, writes[:3], "task", "")
     params = None if built is None else built.params
     assert params is not None
     assert built.rows == 3
@@ -342,8 +346,8 @@ def test_ordinary_writes_go_as_scalars_up_to_the_limit() -> None:
     assert SERDE.loads_typed((params["wt2"], params["wb2"])) == 2
     assert "idxs" not in params
     # one more than the limit, or values_max=0: arrays
-    for many, values_max in ((writes, _core.VALUES_MAX_ROWS), (writes[:3], 0)):
-        built = _core.put_writes_params(SERDE, config, many, "task", "", values_max=values_max)
+    for many, values_max in ((writes, _writing.VALUES_MAX_ROWS), (writes[:3], 0)):
+        built = _writing.put_writes_params(SERDE, config, many, "task", "", values_max=values_max)
         params = None if built is None else built.params
         assert params is not None
         assert built.rows == 0
@@ -351,53 +355,53 @@ def test_ordinary_writes_go_as_scalars_up_to_the_limit() -> None:
 
 
 def test_put_params_send_arrays_for_no_values_and_for_many() -> None:
-    names = [f"ch{i}" for i in range(_core.VALUES_MAX_ROWS + 1)]
+    names = [f"ch{i}" for i in range(_writing.VALUES_MAX_ROWS + 1)]
     body = {**_body(dict.fromkeys(names, 1)), "channel_values": dict.fromkeys(names, "v")}
     for new_versions in ({}, dict.fromkeys(names, 1)):
-        built = _core.put_params(SERDE, cfg(thread_id="t"), body, {}, new_versions)  # type: ignore[arg-type]
+        built = _writing.put_params(SERDE, cfg(thread_id="t"), body, {}, new_versions)  # type: ignore[arg-type]
         params = built.params
         assert built.rows == 0
         assert params["blob_channels"] == list(new_versions)
-    built = _core.put_params(SERDE, cfg(thread_id="t"), body, {}, dict.fromkeys(names[:-1], 1))  # type: ignore[arg-type]
+    built = _writing.put_params(SERDE, cfg(thread_id="t"), body, {}, dict.fromkeys(names[:-1], 1))  # type: ignore[arg-type]
     params = built.params
-    assert built.rows == _core.VALUES_MAX_ROWS
+    assert built.rows == _writing.VALUES_MAX_ROWS
 
 
 def test_list_select_predicates() -> None:
-    sel = _core.list_select(None, None, None, None)
+    sel = _reading.list_select(None, None, None, None)
     assert sel.predicates == ()
     assert sel.params == {"limit": None}
-    sel = _core.list_select(
+    sel = _reading.list_select(
         cfg(thread_id="t", checkpoint_ns=""), {"source": "loop"}, cfg(checkpoint_id="b"), 3
     )
     assert sel.predicates == ("thread", "ns", "before", "filter")
     assert sel.params["filter"] == '{"source": "loop"}'
     assert sel.params["limit"] == 3
     # no checkpoint_ns key: all namespaces of the thread
-    assert _core.list_select(cfg(thread_id="t"), None, None, None).predicates == ("thread",)
+    assert _reading.list_select(cfg(thread_id="t"), None, None, None).predicates == ("thread",)
     with pytest.raises(InvalidInputError, match="limit"):
-        _core.list_select(None, None, None, -1)
+        _reading.list_select(None, None, None, -1)
     with pytest.raises(InvalidInputError, match="filter"):
-        _core.list_select(None, [("a", 1)], None, None)  # type: ignore[arg-type]
+        _reading.list_select(None, [("a", 1)], None, None)  # type: ignore[arg-type]
 
 
 def test_get_tuple_select() -> None:
-    assert _core.get_tuple_select(cfg(thread_id="t")).predicates == ("thread", "ns")
-    sel = _core.get_tuple_select(cfg(thread_id="t", checkpoint_id="c"))
+    assert _reading.get_tuple_select(cfg(thread_id="t")).predicates == ("thread", "ns")
+    sel = _reading.get_tuple_select(cfg(thread_id="t", checkpoint_id="c"))
     assert sel.predicates == ("thread", "ns", "id")
     assert sel.params == {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
 
 
 def test_next_version() -> None:
-    v = _core.next_version(None)
+    v = _keys.next_version(None)
     assert len(v.split(".")[0]) == 32
     assert int(v.split(".")[0]) == 1
-    assert int(_core.next_version(v).split(".")[0]) == 2
-    assert int(_core.next_version(41).split(".")[0]) == 42
+    assert int(_keys.next_version(v).split(".")[0]) == 2
+    assert int(_keys.next_version(41).split(".")[0]) == 42
 
 
 def test_merge_metadata_keeps_nuls_and_skips_reserved_keys() -> None:
-    merged = _core.merge_metadata(
+    merged = _keys.merge_metadata(
         {
             "configurable": {"thread_id": "t", "user": "u\x00", "__x": 1, "obj": object()},
             "metadata": {"m": 1},
@@ -432,7 +436,7 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
     q = saver._q
     assert b"ON CONFLICT" not in q.render("put_writes_new", write_rows=0)
     assert b"ON CONFLICT" in q.render("put_writes", write_rows=0)
-    ordinary = _core.put_writes_params(
+    ordinary = _writing.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1)], "t", ""
     )
     assert ordinary is not None
@@ -440,7 +444,7 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
         q.render("put_writes_new", write_rows=1),
         q.render("put_writes", write_rows=1),
     )
-    as_arrays = _core.put_writes_params(
+    as_arrays = _writing.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1)], "t", "", values_max=0
     )
     assert as_arrays is not None
@@ -449,7 +453,7 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
         q.render("put_writes", write_rows=0),
     )
     # a special channel is expected to replace an earlier row: the upsert, with nothing to fall back to
-    special = _core.put_writes_params(
+    special = _writing.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [("a", 1), ("__interrupt__", 2)], "t", ""
     )
     assert special is not None
@@ -458,8 +462,8 @@ def test_put_writes_tries_a_plain_insert_only_for_ordinary_writes() -> None:
 
 def test_values_json_cannot_hold_are_stored_lossy_with_the_exact_form_aside() -> None:
     for bad in ({"f": float("nan")}, {"o": object()}):
-        assert _core.encode_json(bad)[1] is True
-        assert _metadata.encode(bad)[1] is True
+        assert _jsonb.encode_json(bad)[1] is True
+        assert _jsonb.encode(bad)[1] is True
 
 
 @pytest.mark.parametrize("name", ["put", "put_new", "put_writes", "put_writes_new"])
@@ -495,17 +499,17 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
     from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for("s" * 63)  # the longest schema name
-    n = _core.VALUES_MAX_ROWS
+    n = _writing.VALUES_MAX_ROWS
     names = [f"ch{i}" for i in range(n)]
     body = {**_body(dict.fromkeys(names, 1)), "channel_values": dict.fromkeys(names, "v")}
-    put_built = _core.put_params(
+    put_built = _writing.put_params(
         SERDE,
         cfg(thread_id="t"),
         body,  # type: ignore[arg-type]
         {"m": {2: 1}},
         dict.fromkeys(names, 1),
     )
-    writes_built = _core.put_writes_params(
+    writes_built = _writing.put_writes_params(
         SERDE, cfg(thread_id="t", checkpoint_id="c"), [(c, 1) for c in names], "task", "p"
     )
     assert writes_built is not None

@@ -1,0 +1,347 @@
+"""What a get_tuple and a list read: their statements' predicates and parameters, and their rows
+back as CheckpointTuples. No I/O happens here.
+
+Plain and sealed reads are one path: every stored value is opened at its place by the serde's
+``opener`` (a KeyringSerializer checks the place; any other serde ignores it), and a checkpoint
+body's place, which costs a sort of its versions, is built only under a KeyringSerializer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_pg_saver.checkpoint import metadata as _metadata
+from langgraph_pg_saver.checkpoint.keys import (
+    Params,
+    _configurable,
+    _text,
+    body_place,
+    config_keys,
+    stored_version,
+)
+from langgraph_pg_saver.checkpoint.rows import (
+    KeyRow,
+    ReadHead,
+    ReadValue,
+    ReadWrite,
+    TupleHead,
+    TupleValue,
+    TupleWrite,
+)
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec.crypto import Place
+from langgraph_pg_saver.codec.values import Opener, open_exact, opener, sealer
+from langgraph_pg_saver.errors import InvalidInputError
+
+# --------------------------------------------------------------------------- statements
+
+
+class Select(NamedTuple):
+    predicates: tuple[str, ...]
+    params: Params
+    #: list() with a metadata filter: the plan by which the saver checks candidates (_metadata)
+    filter: _metadata.FilterPlan | None = None
+
+
+def get_tuple_select(config: RunnableConfig) -> Select:
+    keys = config_keys(config)
+    params: Params = {
+        "thread_id": keys.thread_id,
+        "checkpoint_ns": keys.checkpoint_ns,
+    }
+    if keys.checkpoint_id is None:
+        return Select(("thread", "ns"), params)
+    params["checkpoint_id"] = keys.checkpoint_id
+    return Select(("thread", "ns", "id"), params)
+
+
+def list_select(
+    config: RunnableConfig | None,
+    filter: Mapping[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+    visible: Collection[str] | None = None,
+) -> Select:
+    """WHERE fragments and parameters for ``list``: everything is pushed into SQL (the filter's
+    keys among ``visible``, the metadata keys stored in clear; all when None)."""
+    predicates: list[str] = []
+    params: Params = {"limit": None}
+    configurable = _configurable(config, "config")
+    if configurable.get("thread_id") is not None:
+        keys = config_keys(config)
+        predicates.append("thread")
+        params["thread_id"] = keys.thread_id
+        if configurable.get("checkpoint_ns") is not None:
+            predicates.append("ns")
+            params["checkpoint_ns"] = keys.checkpoint_ns
+        if keys.checkpoint_id is not None:
+            predicates.append("id")
+            params["checkpoint_id"] = keys.checkpoint_id
+    if before is not None:
+        before_id = _configurable(before, "before").get("checkpoint_id")
+        if before_id is not None:
+            predicates.append("before")
+            params["before"] = _text(before_id, "before checkpoint_id")
+    plan: _metadata.FilterPlan | None = None
+    if filter:
+        if not isinstance(filter, Mapping):
+            raise InvalidInputError(
+                f"filter must be a dict of metadata keys to values, not {type(filter).__name__}"
+            )
+        plan = _metadata.plan_filter(filter, visible)
+        if plan.prefilter is not None:
+            predicates.append("filter")
+            params["filter"] = plan.prefilter
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
+        params["limit"] = limit
+    return Select(tuple(predicates), params, plan)
+
+
+def checkpoints_in(name: str, rows: Sequence[Sequence[Any]]) -> int:
+    """How many checkpoints rows of ``read_tuples`` (kind 2 rows) or ``list_keys`` (one each)
+    hold."""
+    if name == "list_keys":
+        return len(rows)
+    kind = ReadHead.KIND
+    return sum(1 for row in rows if row[kind] == 2)
+
+
+def first_fetch(plan: _metadata.FilterPlan, limit: int | None) -> int | None:
+    """How many candidates a filtered list() reads first: its limit when the prefilter is exact,
+    more when candidates are checked by their metadata (narrow rows) before any is read whole."""
+    if limit is None or plan.exact:
+        return limit
+    return max(4 * limit, 256)
+
+
+def matching_keys(
+    serde: SerializerProtocol,
+    plan: _metadata.FilterPlan,
+    rows: Sequence[Sequence[Any]],
+    limit: int | None,
+) -> list[tuple[str, str, str]]:
+    """The keys of the ``list_keys`` rows (KeyRow) whose metadata matches, in order, at most
+    ``limit``."""
+    keys: list[tuple[str, str, str]] = []
+    for row in rows:
+        key = (row[KeyRow.THREAD_ID], row[KeyRow.CHECKPOINT_NS], row[KeyRow.CHECKPOINT_ID])
+        metadata = open_exact(
+            serde, row[KeyRow.METADATA_EXACT], row[KeyRow.METADATA], ("metadata", *key)
+        )
+        if _metadata.matches(plan.filter, metadata):
+            keys.append(key)
+            if limit is not None and len(keys) >= limit:
+                break
+    return keys
+
+
+def keys_params(keys: Sequence[tuple[str, str, str]]) -> Params:
+    """Checkpoint keys (thread, namespace, id) as the three arrays of an unnest()."""
+    return {
+        "thread_ids": [k[0] for k in keys],
+        "checkpoint_nss": [k[1] for k in keys],
+        "checkpoint_ids": [k[2] for k in keys],
+    }
+
+
+# --------------------------------------------------------------------------- rows → tuples
+
+#: a pending write as read_rows_to_tuples keeps it: task, channel, type, value, idx, task path
+_Write = tuple[str, str, str, "bytes | None", int, str]
+
+
+def read_rows_to_tuples(
+    serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
+) -> Iterator[CheckpointTuple]:
+    """The rows of ``read_tuples`` (values, then writes, then checkpoints) as CheckpointTuples.
+
+    A value that several checkpoints share is decoded once when it decodes to an immutable object
+    (str, int, float, bool, bytes, None: most state of a long thread); any other value is decoded
+    for each checkpoint, so no two tuples share a mutable object (a compressed one is decompressed
+    only once).
+    """
+    values: dict[tuple[str, str, str, str], list[Any]] = {}
+    writes: dict[tuple[str, str, str], list[_Write]] = {}
+    opened = opener(serde)
+    sealed = sealer(serde) is not None
+    kind_, thread_, ns_ = ReadHead.KIND, ReadHead.THREAD_ID, ReadHead.CHECKPOINT_NS
+    channel_, version_, vtype_, vblob_ = (
+        ReadValue.CHANNEL,
+        ReadValue.VERSION,
+        ReadValue.TYPE,
+        ReadValue.BLOB,
+    )
+    id_, task_, wtype_, wblob_, wchannel_, path_, idx_ = (
+        ReadWrite.CHECKPOINT_ID,
+        ReadWrite.TASK_ID,
+        ReadWrite.TYPE,
+        ReadWrite.BLOB,
+        ReadWrite.CHANNEL,
+        ReadWrite.TASK_PATH,
+        ReadWrite.IDX,
+    )
+    for row in rows:
+        kind = row[kind_]
+        if kind == 0:
+            # type, data, and the decoded value once known to be shareable
+            values[(row[thread_], row[ns_], row[channel_], row[version_])] = [
+                row[vtype_],
+                row[vblob_],
+                _UNSET,
+            ]
+        elif kind == 1:
+            writes.setdefault((row[thread_], row[ns_], row[id_]), []).append(
+                (row[task_], row[wchannel_], row[wtype_], row[wblob_], row[idx_], row[path_])
+            )
+        else:
+            yield _checkpoint_tuple(serde, opened, sealed, row, values, writes)
+
+
+_UNSET = object()
+_SHAREABLE = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _checkpoint_tuple(
+    serde: SerializerProtocol,
+    opened: Opener,
+    sealed: bool,
+    row: Sequence[Any],
+    values: dict[tuple[str, str, str, str], list[Any]],
+    writes: dict[tuple[str, str, str], list[_Write]],
+) -> CheckpointTuple:
+    """One kind-2 row of read_tuples as a CheckpointTuple, its values and writes found in those
+    read before it; every value opened at its own place."""
+    thread_id, checkpoint_ns = row[ReadHead.THREAD_ID], row[ReadHead.CHECKPOINT_NS]
+    checkpoint_id, parent_id = row[ReadHead.CHECKPOINT_ID], row[ReadHead.PARENT_CHECKPOINT_ID]
+    versions = row[ReadHead.CHANNEL_VERSIONS]
+    here = (thread_id, checkpoint_ns, checkpoint_id)
+    checkpoint: dict[str, Any] = opened(
+        row[ReadHead.TYPE],
+        row[ReadHead.CHECKPOINT],
+        body_place(*here, parent_id, versions) if sealed else (),
+    )
+    checkpoint["channel_versions"] = versions
+    channel_values: dict[str, Any] = {}
+    for channel, version in (versions or {}).items():
+        key = version if type(version) is str else stored_version(version)
+        found = None if key is None else values.get((thread_id, checkpoint_ns, channel, key))
+        if found is not None:
+            value = found[2]
+            if value is _UNSET:
+                if not sealed and found[0].endswith(_compress.SUFFIX):
+                    # decompressed once: the next checkpoints that hold it only decode it (a
+                    # sealed value is compressed inside its seal)
+                    found[0], found[1] = _compress.unpack(found[0], found[1] or b"")
+                value = opened(
+                    found[0], found[1] or b"", ("blob", thread_id, checkpoint_ns, channel, key)
+                )
+                if type(value) in _SHAREABLE:
+                    found[2] = value
+            channel_values[channel] = value
+    checkpoint["channel_values"] = channel_values
+    metadata = open_exact(
+        serde, row[ReadHead.METADATA_EXACT], row[ReadHead.METADATA], ("metadata", *here)
+    )
+    pending: list[PendingWrite] = [
+        (task, channel, opened(type_, data or b"", ("write", *here, task, idx, channel, path)))
+        for task, channel, type_, data, idx, path in writes.get(here, ())
+    ]
+    return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
+
+
+#: the column of get_tuple's rows that holds values and the body: what measures its result
+GET_TUPLE_BYTES = TupleHead.BODY
+
+
+def get_tuple_rows_to_tuple(
+    serde: SerializerProtocol, rows: Sequence[Sequence[Any]]
+) -> CheckpointTuple | None:
+    """The rows of ``get_tuple`` (one checkpoint: values, writes in order, then the checkpoint,
+    which names the place of each) as a CheckpointTuple, or None when no checkpoint matched."""
+    if not rows or rows[-1][TupleHead.KIND] != 2:
+        return None
+    head = rows[-1]
+    thread_id, checkpoint_ns = head[TupleHead.THREAD_ID], head[TupleHead.CHECKPOINT_NS]
+    checkpoint_id = head[TupleHead.CHECKPOINT_ID]
+    here = (thread_id, checkpoint_ns, checkpoint_id)
+    opened = opener(serde)
+    channel_values: dict[str, Any] = {}
+    pending: list[PendingWrite] = []
+    kind_ = TupleHead.KIND
+    channel_, version_, vtype_, vblob_ = (
+        TupleValue.CHANNEL,
+        TupleValue.VERSION,
+        TupleValue.TYPE,
+        TupleValue.BLOB,
+    )
+    task_, wchannel_, wtype_, wblob_, path_, idx_ = (
+        TupleWrite.TASK_ID,
+        TupleWrite.CHANNEL,
+        TupleWrite.TYPE,
+        TupleWrite.BLOB,
+        TupleWrite.TASK_PATH,
+        TupleWrite.IDX,
+    )
+    # opened in place (a NULL value, never stored for a real value, reads as b""): a helper call
+    # per row was a fifth of this function
+    for row in rows:
+        kind = row[kind_]
+        if kind == 0:
+            channel = row[channel_]
+            blob: Place = ("blob", thread_id, checkpoint_ns, channel, row[version_])
+            channel_values[channel] = opened(row[vtype_], row[vblob_] or b"", blob)
+        elif kind == 1:
+            task, channel = row[task_], row[wchannel_]
+            write: Place = ("write", *here, task, row[idx_], channel, row[path_])
+            pending.append((task, channel, opened(row[wtype_], row[wblob_] or b"", write)))
+    parent_id = head[TupleHead.PARENT_CHECKPOINT_ID]
+    versions = head[TupleHead.CHANNEL_VERSIONS]
+    checkpoint: dict[str, Any] = opened(
+        head[TupleHead.TYPE],
+        head[TupleHead.BODY],
+        () if sealer(serde) is None else body_place(*here, parent_id, versions),
+    )
+    checkpoint["channel_versions"] = versions
+    # in the order of channel_versions, as list() gives them
+    checkpoint["channel_values"] = {
+        channel: channel_values[channel] for channel in versions or () if channel in channel_values
+    }
+    metadata = open_exact(
+        serde, head[TupleHead.METADATA_EXACT], head[TupleHead.METADATA], ("metadata", *here)
+    )
+    return _tuple(thread_id, checkpoint_ns, checkpoint_id, parent_id, checkpoint, metadata, pending)
+
+
+def _tuple(
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_id: str | None,
+    checkpoint: dict[str, Any],
+    metadata: Any,
+    pending: list[PendingWrite],
+) -> CheckpointTuple:
+    config: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+    parent: RunnableConfig | None = None
+    if parent_id is not None:
+        parent = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": parent_id,
+            }
+        }
+    return CheckpointTuple(config, checkpoint, metadata, parent, pending)  # type: ignore[arg-type]
