@@ -29,6 +29,7 @@ from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
 from langgraph_pg_saver.db.pool import (
     DEFAULT_PREPARE_THRESHOLD,
@@ -181,7 +182,7 @@ class PostgresSaver(SaverBase):
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
         current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
         and ``stats`` (see :meth:`stats`)."""
-        return self._driver.healthcheck()
+        return _schema.healthcheck(self._driver)
 
     def stats(self) -> dict[str, Any]:
         """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
@@ -210,7 +211,7 @@ class PostgresSaver(SaverBase):
         With ``check=True`` nothing is changed: a missing or outdated schema raises
         :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
         """
-        self._driver.migrate(check=check)
+        _schema.migrate(self._driver, check=check)
 
     def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""

@@ -38,6 +38,7 @@ from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
 from langgraph_pg_saver.db.pool import (
     DEFAULT_PREPARE_THRESHOLD,
@@ -53,8 +54,9 @@ from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissing
 # [async-only]
 import asyncio
 import functools
+import inspect
 from collections.abc import Coroutine
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
@@ -62,17 +64,18 @@ from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 T = TypeVar("T")
 
 
-def _bridged(name: str) -> Any:
-    """The sync method ``name`` of AsyncPostgresSaver: runs ``a<name>`` on the saver's loop, with
-    PostgresSaver's signature and docstring. ``list`` collects the async iterator there."""
+def _bridge(async_name: str) -> Any:
+    """The sync twin of the coroutine method ``async_name`` (``a<name>``) of AsyncPostgresSaver:
+    runs it on the saver's loop, with PostgresSaver's signature and docstring. ``list`` collects
+    the async iterator there."""
+    name = async_name[1:]
     sync_method = getattr(PostgresSaver, name)
-    async_name = f"a{name}"
 
-    if name == "list":
+    if inspect.isasyncgenfunction(getattr(AsyncPostgresSaver, async_name)):
 
         def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
-            async def collect() -> list[CheckpointTuple]:
-                return [t async for t in self.alist(*args, **kwargs)]
+            async def collect() -> list[Any]:
+                return [t async for t in getattr(self, async_name)(*args, **kwargs)]
 
             yield from self._run_sync(collect())
 
@@ -85,6 +88,21 @@ def _bridged(name: str) -> Any:
     method.__qualname__ = f"AsyncPostgresSaver.{name}"
     method.__module__ = __name__
     return method
+
+
+def bridged(cls: type) -> tuple[str, ...]:
+    """The sync methods the async saver makes from its coroutine methods: each public
+    ``a<name>`` coroutine (or async generator) method of ``cls`` whose ``<name>`` PostgresSaver
+    defines. tools/async_to_sync.py renames the same methods (``a<name>`` -> ``<name>``) when it
+    writes PostgresSaver from this module."""
+    return tuple(
+        attr[1:]
+        for attr, value in vars(cls).items()
+        if attr.startswith("a")
+        and not attr.startswith("_")
+        and (inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value))
+        and callable(getattr(PostgresSaver, attr[1:], None))
+    )
 
 
 # [/async-only]
@@ -118,6 +136,10 @@ class AsyncPostgresSaver(SaverBase):
     # [/async-only]
 
     _driver: AsyncDriver
+    # [async-only]
+    #: the names of the sync methods bridged to their coroutine twins (set below the class)
+    _BRIDGED: ClassVar[tuple[str, ...]]
+    # [/async-only]
 
     def __init__(
         self,
@@ -251,7 +273,7 @@ class AsyncPostgresSaver(SaverBase):
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
         current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
         and ``stats`` (see :meth:`stats`)."""
-        return await self._driver.healthcheck()
+        return await _schema.healthcheck(self._driver)
 
     def stats(self) -> dict[str, Any]:
         """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
@@ -280,7 +302,7 @@ class AsyncPostgresSaver(SaverBase):
         With ``check=True`` nothing is changed: a missing or outdated schema raises
         :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
         """
-        await self._driver.migrate(check=check)
+        await _schema.migrate(self._driver, check=check)
 
     async def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
@@ -639,7 +661,8 @@ class AsyncPostgresSaver(SaverBase):
     # ------------------------------------------------------------------ the bridge for sync calls
     # LangGraph calls a saver's sync methods from worker threads (graph.get_state with an async
     # saver, for one). Each runs its async twin on the saver's loop and waits for it; the methods
-    # are made from PostgresSaver's, so their signatures and docstrings are the same.
+    # are made from PostgresSaver's, so their signatures and docstrings are the same. They are set
+    # below the class, one for each name of bridged(AsyncPostgresSaver).
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -660,17 +683,13 @@ class AsyncPostgresSaver(SaverBase):
             )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    list = _bridged("list")
-    get_tuple = _bridged("get_tuple")
-    put = _bridged("put")
-    put_writes = _bridged("put_writes")
-    delete_thread = _bridged("delete_thread")
-    get_delta_channel_history = _bridged("get_delta_channel_history")
-    prune = _bridged("prune")
-    copy_thread = _bridged("copy_thread")
-    reencrypt = _bridged("reencrypt")
-    import_official = _bridged("import_official")
-    delete_for_runs = _bridged("delete_for_runs")
-    retention = _bridged("retention")
-    healthcheck = _bridged("healthcheck")
     # [/async-only]
+
+
+# [async-only]
+#: the sync methods made from the coroutine methods (``_BRIDGED``), see :func:`bridged`
+AsyncPostgresSaver._BRIDGED = bridged(AsyncPostgresSaver)
+for _name in AsyncPostgresSaver._BRIDGED:
+    setattr(AsyncPostgresSaver, _name, _bridge(f"a{_name}"))
+del _name
+# [/async-only]

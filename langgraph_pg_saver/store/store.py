@@ -19,6 +19,7 @@ from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
 from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
 from langgraph_pg_saver.db.pool import (
@@ -158,7 +159,7 @@ class PostgresStore(SyncStoreBase):
         safe from many workers at once. ``check=True`` changes nothing and raises
         ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
         pgvector extension, the vectors table of its dimension and its ANN index."""
-        self._driver.migrate(check=check)
+        _schema.migrate(self._driver, check=check)
         spec = self.index_spec
         if spec is None:
             return

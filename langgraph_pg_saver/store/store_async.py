@@ -17,6 +17,7 @@ from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
 from langgraph_pg_saver.db.pool import (
@@ -177,7 +178,7 @@ class AsyncPostgresStore(AsyncStoreBase):
         # [async-only]
         self.loop = asyncio.get_running_loop()
         # [/async-only]
-        await self._driver.migrate(check=check)
+        await _schema.migrate(self._driver, check=check)
         spec = self.index_spec
         if spec is None:
             return
