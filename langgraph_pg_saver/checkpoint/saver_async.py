@@ -312,12 +312,7 @@ class AsyncPostgresSaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
-        sel = _core.get_tuple_select(config)
-        query = self._q.get_tuple(sel.predicates)
-        # behind a pooler (nothing prepared), the same rows from migration 0007's function
-        rows = await self._driver.fetch_all(
-            query, sel.params, size_column=_core.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
-        )
+        rows = await self._driver.run(self._get_tuple_call(_core.get_tuple_select(config)))
         tup = _core.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
             await self._migrate_pending_sends((tup,))
@@ -422,16 +417,11 @@ class AsyncPostgresSaver(SaverBase):
             new_versions,
             compress=self._compression is not None,
         )
-        if self._claims(metadata):
-            put = put._replace(claim=True)
-        insert, upsert = self._put_sql(put)
-        # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
-        call = None if put.claim else self._put_call
-        stored = await self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
+        stored = await self._driver.run(self._put_call(put, metadata))
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
-            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
-            if await self._driver.fetch_one(orphan, put.params) is None:
+            orphan = await self._driver.run(self._put_orphan_call(put, metadata))
+            if orphan is None:
                 p = put.params
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
@@ -451,8 +441,7 @@ class AsyncPostgresSaver(SaverBase):
         )
         if built is None:
             return
-        query, upsert = self._put_writes_sql(built)
-        await self._driver.execute(query, built.params, upsert=upsert)
+        await self._driver.run(self._put_writes_call(built))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.

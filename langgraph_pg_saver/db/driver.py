@@ -20,6 +20,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
@@ -28,7 +29,6 @@ from langgraph_pg_saver.db.policy import (
     Params,
     Row,
     State,
-    Unprepared,
     behind_pooler,
     can_restore,
     closed_error,
@@ -69,9 +69,6 @@ logger = logging.getLogger(__name__)
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
 _monotonic = time.monotonic
-
-# what _run returns
-_NOTHING, _ONE, _ALL = 0, 1, 2
 
 
 def _prepare(query: bytes) -> bool | None:
@@ -300,63 +297,27 @@ class Driver:
 
     # ------------------------------------------------------------------ one statement
 
-    def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
-        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
-        self._run(query, params, _NOTHING, upsert, None)
+    def execute(self, query: bytes, params: Params) -> None:
+        """Run one statement for its effect."""
+        self.run(Call(query, params))
 
-    def fetch_one(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        upsert: bytes | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> Row | None:
-        """Run one statement and return its first row (None without one).
-
-        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
-        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
-        autocommit, where the failed statement ends only its own transaction; anywhere else
-        (inside a caller's transaction, say) ``upsert`` runs directly.
-
-        ``unprepared``: a statement that does what ``query`` does, and how to make its parameters
-        from ``params``, to send instead on such a connection when it prepares nothing (behind a
-        pooler): put's call of its server-side function, which is cheaper to parse and plan.
-        """
-        row: Row | None = self._run(query, params, _ONE, upsert, None, unprepared)
+    def fetch_one(self, query: bytes, params: Params) -> Row | None:
+        """Run one statement and return its first row (None without one)."""
+        row: Row | None = self.run(Call(query, params, ONE))
         return row
 
-    def fetch_all(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        size_column: int | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> list[Row]:
-        """Run one statement and return all its rows.
-
-        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
-        the connection's kept cursor; the bytes in that column measure it, and a result over
-        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held. ``unprepared``: as
-        for :meth:`fetch_one` (get_tuple's function call).
-        """
-        rows: list[Row] = self._run(query, params, _ALL, None, size_column, unprepared)
+    def fetch_all(self, query: bytes, params: Params) -> list[Row]:
+        """Run one statement and return all its rows."""
+        rows: list[Row] = self.run(Call(query, params, ALL))
         return rows
 
-    def _run(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    def run(self, call: Call) -> Any:
+        """Run ``call`` (the form this connection takes: see :class:`Call`) and return what its
+        ``returns`` asks for; rerun per the retry policy after a transient error."""
         retry = 0
         while True:
             try:
-                return self._run_once(query, params, returns, upsert, size_column, unprepared)
+                return self._run_once(call)
             except Exception as exc:
                 retry += 1
                 self._retry_or_raise(exc, retry)
@@ -422,27 +383,21 @@ class Driver:
         self.state.retries += 1
         return not self.state.closed
 
-    def _run_once(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None,
-    ) -> Any:
+    def _run_once(self, call: Call) -> Any:
         if self.statement_timeout is None:
-            return self._run_unwatched(query, params, returns, upsert, size_column, unprepared)
+            return self._run_unwatched(call)
+        if call.upsert is not None:
+            # the upsert directly: a second statement after a conflict would be watched as well,
+            # but costs a round trip the timeout's users did not ask for
+            call = call._replace(query=call.upsert)
         fired = False
         try:
             with self.connection() as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     with self.cursor_on(conn) as cur:
-                        # the upsert directly: a second statement after a conflict would be watched
-                        # as well, but costs a round trip the timeout's users did not ask for
-                        self._send(cur, conn, upsert or query, params, upsert, unprepared)
-                        return _fetch(cur, returns)
+                        self._send(cur, conn, call)
+                        return _fetch(cur, call.returns)
                 finally:
                     fired = WATCHDOG.disarm(token)
         except errors.QueryCanceled as exc:
@@ -454,19 +409,13 @@ class Driver:
                 ) from exc
             raise
 
-    def _send(
-        self,
-        cur: Cursor[Any],
-        conn: Connection[Any],
-        query: bytes,
-        params: Params,
-        upsert: bytes | None,
-        unprepared: Unprepared | None,
-    ) -> None:
-        """Execute ``query`` on a connection in autocommit, ``upsert`` after a unique violation;
-        on one that prepares nothing, ``unprepared`` (a call of our server-side function) instead,
-        while the functions are usable: a schema without them (migrated by an older release) or
-        a role that may not execute them gets the statement, and the saver stops calling them."""
+    def _send(self, cur: Cursor[Any], conn: Connection[Any], call: Call) -> None:
+        """Execute the call's statement on a connection in autocommit, its upsert after a unique
+        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them
+        (migrated by an older release) or a role that may not execute them gets the statement,
+        and the saver stops calling them."""
+        unprepared = call.unprepared
         if (
             unprepared is not None
             and conn.prepare_threshold is None
@@ -474,12 +423,12 @@ class Driver:
             and self.state.functions
         ):
             try:
-                cur.execute(unprepared[0], unprepared[1](params))
+                cur.execute(unprepared[0], unprepared[1](call.params))
                 return
             except errors.UniqueViolation:
-                if upsert is None:
+                if call.upsert is None:
                     raise
-                cur.execute(upsert, params)
+                cur.execute(call.upsert, call.params)
                 return
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
@@ -492,30 +441,23 @@ class Driver:
                     self.owner,
                     str(exc).strip(),
                 )
+        query = call.query
         try:
-            cur.execute(query, params, prepare=_prepare(query))
+            cur.execute(query, call.params, prepare=_prepare(query))
         except errors.UniqueViolation:
-            if upsert is None:
+            if call.upsert is None:
                 raise
-            cur.execute(upsert, params)
+            cur.execute(call.upsert, call.params)
 
-    def _run_unwatched(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
         pool = self.pool
-        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+        returns = call.returns
+        if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             with self.cursor() as cur:
-                cur.execute(upsert or query, params, prepare=_prepare(query))
-                return _fetch(cur, returns)
+                return _direct(cur, call)
         state = self.state
         state.active += 1
         try:
@@ -528,14 +470,14 @@ class Driver:
         try:
             if not conn.autocommit:
                 with self.cursor_on(conn) as cur:
-                    cur.execute(upsert or query, params, prepare=_prepare(query))
-                    return _fetch(cur, returns)
+                    return _direct(cur, call)
             if needs_pooler_check(conn):
                 self._check_pooler(conn)
-            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
-            self._send(cur, conn, query, params, upsert, unprepared)
+            self._send(cur, conn, call)
             result = _fetch(cur, returns)
+            size_column = call.size_column
             if not kept or (
                 size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
             ):
@@ -632,6 +574,13 @@ def _rows(cur: Cursor[TupleRow]) -> list[Row]:
 
 
 def _fetch(cur: Cursor[TupleRow], returns: int) -> Any:
-    if returns == _ONE:
+    if returns == ONE:
         return cur.fetchone()
-    return None if returns == _NOTHING else cur.fetchall()
+    return None if returns == NOTHING else cur.fetchall()
+
+
+def _direct(cur: Cursor[TupleRow], call: Call) -> Any:
+    """The call on a connection that is not in autocommit, or not pooled: a failed statement
+    would abort the transaction it is in, so the upsert (if any) runs directly."""
+    cur.execute(call.upsert or call.query, call.params, prepare=_prepare(call.query))
+    return _fetch(cur, call.returns)

@@ -33,6 +33,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
@@ -41,7 +42,6 @@ from langgraph_pg_saver.db.policy import (
     Params,
     Row,
     State,
-    Unprepared,
     behind_pooler,
     can_restore,
     closed_error,
@@ -91,9 +91,6 @@ logger = logging.getLogger(__name__)
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
 _monotonic = time.monotonic
-
-# what _run returns
-_NOTHING, _ONE, _ALL = 0, 1, 2
 
 
 def _prepare(query: bytes) -> bool | None:
@@ -342,63 +339,27 @@ class AsyncDriver:
 
     # ------------------------------------------------------------------ one statement
 
-    async def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
-        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
-        await self._run(query, params, _NOTHING, upsert, None)
+    async def execute(self, query: bytes, params: Params) -> None:
+        """Run one statement for its effect."""
+        await self.run(Call(query, params))
 
-    async def fetch_one(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        upsert: bytes | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> Row | None:
-        """Run one statement and return its first row (None without one).
-
-        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
-        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
-        autocommit, where the failed statement ends only its own transaction; anywhere else
-        (inside a caller's transaction, say) ``upsert`` runs directly.
-
-        ``unprepared``: a statement that does what ``query`` does, and how to make its parameters
-        from ``params``, to send instead on such a connection when it prepares nothing (behind a
-        pooler): put's call of its server-side function, which is cheaper to parse and plan.
-        """
-        row: Row | None = await self._run(query, params, _ONE, upsert, None, unprepared)
+    async def fetch_one(self, query: bytes, params: Params) -> Row | None:
+        """Run one statement and return its first row (None without one)."""
+        row: Row | None = await self.run(Call(query, params, ONE))
         return row
 
-    async def fetch_all(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        size_column: int | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> list[Row]:
-        """Run one statement and return all its rows.
-
-        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
-        the connection's kept cursor; the bytes in that column measure it, and a result over
-        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held. ``unprepared``: as
-        for :meth:`fetch_one` (get_tuple's function call).
-        """
-        rows: list[Row] = await self._run(query, params, _ALL, None, size_column, unprepared)
+    async def fetch_all(self, query: bytes, params: Params) -> list[Row]:
+        """Run one statement and return all its rows."""
+        rows: list[Row] = await self.run(Call(query, params, ALL))
         return rows
 
-    async def _run(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    async def run(self, call: Call) -> Any:
+        """Run ``call`` (the form this connection takes: see :class:`Call`) and return what its
+        ``returns`` asks for; rerun per the retry policy after a transient error."""
         retry = 0
         while True:
             try:
-                return await self._run_once(query, params, returns, upsert, size_column, unprepared)
+                return await self._run_once(call)
             except Exception as exc:
                 retry += 1
                 await self._retry_or_raise(exc, retry)
@@ -466,29 +427,21 @@ class AsyncDriver:
         self.state.retries += 1
         return not self.state.closed
 
-    async def _run_once(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None,
-    ) -> Any:
+    async def _run_once(self, call: Call) -> Any:
         if self.statement_timeout is None:
-            return await self._run_unwatched(
-                query, params, returns, upsert, size_column, unprepared
-            )
+            return await self._run_unwatched(call)
+        if call.upsert is not None:
+            # the upsert directly: a second statement after a conflict would be watched as well,
+            # but costs a round trip the timeout's users did not ask for
+            call = call._replace(query=call.upsert)
         fired = False
         try:
             async with self.connection() as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     async with self.cursor_on(conn) as cur:
-                        # the upsert directly: a second statement after a conflict would be watched
-                        # as well, but costs a round trip the timeout's users did not ask for
-                        await self._send(cur, conn, upsert or query, params, upsert, unprepared)
-                        return await _fetch(cur, returns)
+                        await self._send(cur, conn, call)
+                        return await _fetch(cur, call.returns)
                 finally:
                     fired = WATCHDOG.disarm(token)
         except errors.QueryCanceled as exc:
@@ -500,19 +453,13 @@ class AsyncDriver:
                 ) from exc
             raise
 
-    async def _send(
-        self,
-        cur: AsyncCursor[Any],
-        conn: AsyncConnection[Any],
-        query: bytes,
-        params: Params,
-        upsert: bytes | None,
-        unprepared: Unprepared | None,
-    ) -> None:
-        """Execute ``query`` on a connection in autocommit, ``upsert`` after a unique violation;
-        on one that prepares nothing, ``unprepared`` (a call of our server-side function) instead,
-        while the functions are usable: a schema without them (migrated by an older release) or
-        a role that may not execute them gets the statement, and the saver stops calling them."""
+    async def _send(self, cur: AsyncCursor[Any], conn: AsyncConnection[Any], call: Call) -> None:
+        """Execute the call's statement on a connection in autocommit, its upsert after a unique
+        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them
+        (migrated by an older release) or a role that may not execute them gets the statement,
+        and the saver stops calling them."""
+        unprepared = call.unprepared
         if (
             unprepared is not None
             and conn.prepare_threshold is None
@@ -520,12 +467,12 @@ class AsyncDriver:
             and self.state.functions
         ):
             try:
-                await cur.execute(unprepared[0], unprepared[1](params))
+                await cur.execute(unprepared[0], unprepared[1](call.params))
                 return
             except errors.UniqueViolation:
-                if upsert is None:
+                if call.upsert is None:
                     raise
-                await cur.execute(upsert, params)
+                await cur.execute(call.upsert, call.params)
                 return
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
@@ -538,30 +485,23 @@ class AsyncDriver:
                     self.owner,
                     str(exc).strip(),
                 )
+        query = call.query
         try:
-            await cur.execute(query, params, prepare=_prepare(query))
+            await cur.execute(query, call.params, prepare=_prepare(query))
         except errors.UniqueViolation:
-            if upsert is None:
+            if call.upsert is None:
                 raise
-            await cur.execute(upsert, params)
+            await cur.execute(call.upsert, call.params)
 
-    async def _run_unwatched(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    async def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
         pool = self.pool
-        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+        returns = call.returns
+        if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             async with self.cursor() as cur:
-                await cur.execute(upsert or query, params, prepare=_prepare(query))
-                return await _fetch(cur, returns)
+                return await _direct(cur, call)
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
@@ -579,14 +519,14 @@ class AsyncDriver:
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
-                    await cur.execute(upsert or query, params, prepare=_prepare(query))
-                    return await _fetch(cur, returns)
+                    return await _direct(cur, call)
             if needs_pooler_check(conn):
                 await self._check_pooler(conn)
-            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
-            await self._send(cur, conn, query, params, upsert, unprepared)
+            await self._send(cur, conn, call)
             result = await _fetch(cur, returns)
+            size_column = call.size_column
             if not kept or (
                 size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
             ):
@@ -683,6 +623,13 @@ async def _rows(cur: AsyncCursor[TupleRow]) -> list[Row]:
 
 
 async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
-    if returns == _ONE:
+    if returns == ONE:
         return await cur.fetchone()
-    return None if returns == _NOTHING else await cur.fetchall()
+    return None if returns == NOTHING else await cur.fetchall()
+
+
+async def _direct(cur: AsyncCursor[TupleRow], call: Call) -> Any:
+    """The call on a connection that is not in autocommit, or not pooled: a failed statement
+    would abort the transaction it is in, so the upsert (if any) runs directly."""
+    await cur.execute(call.upsert or call.query, call.params, prepare=_prepare(call.query))
+    return await _fetch(cur, call.returns)

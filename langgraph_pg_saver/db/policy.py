@@ -14,7 +14,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
@@ -29,9 +29,6 @@ from langgraph_pg_saver.errors import (
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
-#: a statement to send instead on a connection that prepares nothing, and how to make its
-#: parameters from the original ones (Driver.fetch_one)
-Unprepared = tuple[bytes, Callable[[Params], Params]]
 
 IDLE = pq.TransactionStatus.IDLE
 
