@@ -52,6 +52,8 @@ RENAMES: dict[str, str] = {
     "AsyncDriver": "Driver",
     "driver_async": "driver",
     "schema_async": "schema",
+    "owner_async": "owner",
+    "AsyncPoolOwner": "PoolOwner",
     "saver_async": "saver",
     "store_async": "store",
 }
@@ -90,6 +92,7 @@ _SAVER_SOURCE = "langgraph_pg_saver/checkpoint/saver_async.py"
 TARGETS = (
     Target("langgraph_pg_saver/db/driver_async.py", "langgraph_pg_saver/db/driver.py"),
     Target("langgraph_pg_saver/db/schema_async.py", "langgraph_pg_saver/db/schema.py"),
+    Target("langgraph_pg_saver/db/owner_async.py", "langgraph_pg_saver/db/owner.py"),
     Target(
         _SAVER_SOURCE,
         "langgraph_pg_saver/checkpoint/saver.py",

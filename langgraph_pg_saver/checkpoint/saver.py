@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -28,21 +27,17 @@ from langgraph_pg_saver.checkpoint import metadata as _metadata
 from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec.compress import Compression
-from langgraph_pg_saver.db import pool as _pool
 from langgraph_pg_saver.db import schema as _schema
-from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    LifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.db.owner import PoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissingError
 
 
-class PostgresSaver(SaverBase):
+class PostgresSaver(PoolOwner, SaverBase):
     """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
@@ -61,6 +56,7 @@ class PostgresSaver(SaverBase):
     """
 
     _driver: Driver
+    _noun = "saver"
 
     def __init__(
         self,
@@ -142,18 +138,17 @@ class PostgresSaver(SaverBase):
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
-        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
-        options = pool_options(timeout, pool_kwargs)
-        pool: ConnectionPool[Any] = LifoConnectionPool(
+        pool = cls._owned_pool(
             conn_string,
+            name="langgraph-pg-saver",
             min_size=min_size,
             max_size=max_size,
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver",
-            **options,
+            prepare_threshold=prepare_threshold,
+            connect_kwargs=connect_kwargs,
+            timeout=timeout,
+            pool_kwargs=pool_kwargs,
         )
-        saver = cls(
+        return cls(
             pool,
             serde=serde,
             schema=schema,
@@ -161,22 +156,7 @@ class PostgresSaver(SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
-        )
-        saver._driver.own_pool()
-        return saver
-
-    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
-        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        self._driver.open(wait=wait, timeout=timeout)
-        return self
-
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
-        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
-        and close returns only once they have ended, so nothing of this saver commits after it
-        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
-        it."""
-        self._driver.close(timeout)
+        )._own_pool()
 
     def healthcheck(self) -> dict[str, Any]:
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
@@ -189,19 +169,6 @@ class PostgresSaver(SaverBase):
         (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
         a pool)."""
         return self._driver.stats()
-
-    def __enter__(self) -> PostgresSaver:
-        if self._driver.closed:
-            self.open()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ schema
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -37,14 +36,10 @@ from langgraph_pg_saver.checkpoint import metadata as _metadata
 from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec.compress import Compression
-from langgraph_pg_saver.db import pool as _pool
 from langgraph_pg_saver.db import schema_async as _schema
-from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    AsyncLifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db.driver_async import AsyncDriver
+from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.db.steps import Report
@@ -109,7 +104,7 @@ def bridged(cls: type) -> tuple[str, ...]:
 # isort: on
 
 
-class AsyncPostgresSaver(SaverBase):
+class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
     """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
@@ -136,6 +131,7 @@ class AsyncPostgresSaver(SaverBase):
     # [/async-only]
 
     _driver: AsyncDriver
+    _noun = "saver"
     # [async-only]
     #: the names of the sync methods bridged to their coroutine twins (set below the class)
     _BRIDGED: ClassVar[tuple[str, ...]]
@@ -233,18 +229,17 @@ class AsyncPostgresSaver(SaverBase):
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
-        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
-        options = pool_options(timeout, pool_kwargs)
-        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
+        pool = cls._owned_pool(
             conn_string,
+            name="langgraph-pg-saver",
             min_size=min_size,
             max_size=max_size,
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver",
-            **options,
+            prepare_threshold=prepare_threshold,
+            connect_kwargs=connect_kwargs,
+            timeout=timeout,
+            pool_kwargs=pool_kwargs,
         )
-        saver = cls(
+        return cls(
             pool,
             serde=serde,
             schema=schema,
@@ -252,22 +247,7 @@ class AsyncPostgresSaver(SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
-        )
-        saver._driver.own_pool()
-        return saver
-
-    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresSaver:
-        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        await self._driver.open(wait=wait, timeout=timeout)
-        return self
-
-    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
-        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
-        and close returns only once they have ended, so nothing of this saver commits after it
-        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
-        it."""
-        await self._driver.close(timeout)
+        )._own_pool()
 
     async def ahealthcheck(self) -> dict[str, Any]:
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
@@ -280,19 +260,6 @@ class AsyncPostgresSaver(SaverBase):
         (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
         a pool)."""
         return self._driver.stats()
-
-    async def __aenter__(self) -> AsyncPostgresSaver:
-        if self._driver.closed:
-            await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ------------------------------------------------------------------ schema
 
