@@ -31,8 +31,10 @@ from langgraph_pg_saver.db.policy import (
     State,
     behind_pooler,
     can_restore,
+    check_options,
     closed_error,
     concurrent_update_error,
+    figures,
     function_unusable,
     in_pipeline,
     kept_cursor,
@@ -40,7 +42,10 @@ from langgraph_pg_saver.db.policy import (
     needs_autocommit_switch,
     needs_pooler_check,
     params_nbytes,
+    prepare_flag,
+    privilege_error,
     rows_nbytes,
+    statement_timeout_error,
     timeout_error,
 )
 from langgraph_pg_saver.db.retry import (
@@ -50,12 +55,11 @@ from langgraph_pg_saver.db.retry import (
     lost_connection,
     socket_readable,
 )
-from langgraph_pg_saver.db.sql import CustomPlan, Queries
+from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import (
     PgSaverError,
     PrivilegeError,
     SaverClosedError,
-    StatementTimeoutError,
 )
 
 # isort: off
@@ -69,12 +73,6 @@ logger = logging.getLogger(__name__)
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
 _monotonic = time.monotonic
-
-
-def _prepare(query: bytes) -> bool | None:
-    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
-    across threads), else the connection's prepare_threshold decides."""
-    return False if type(query) is CustomPlan else None
 
 
 class Driver:
@@ -97,17 +95,7 @@ class Driver:
         retry: RetryPolicy = DEFAULT_RETRY,
         statement_timeout: float | None = None,
     ) -> None:
-        if not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
-        if statement_timeout is not None and (
-            isinstance(statement_timeout, bool)
-            or not isinstance(statement_timeout, (int, float))
-            or statement_timeout <= 0
-        ):
-            raise ValueError(
-                f"statement_timeout must be a positive number of seconds or None, "
-                f"not {statement_timeout!r}"
-            )
+        check_options(retry, statement_timeout)
         self.q = q
         self.owner = owner
         self.retry = retry
@@ -345,15 +333,7 @@ class Driver:
                 missing = [(str(r[0]), str(r[1])) for r in cur.fetchall()]
         except Exception:  # the error to raise is the permission error
             logger.debug("could not list the missing privileges", exc_info=True)
-        lacking = ", ".join(f"{priv} on {table}" for table, priv in missing) or "unknown"
-        return PrivilegeError(
-            f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
-            f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
-            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, SELECT on "
-            "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
-            "revoked (docs/guide.md, 'Roles without DDL rights')",
-            missing,
-        )
+        return privilege_error(self.owner, self.q.schema, exc, missing)
 
     def _may_retry(self, exc: Exception, retry: int) -> bool:
         """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
@@ -402,11 +382,7 @@ class Driver:
                     fired = WATCHDOG.disarm(token)
         except errors.QueryCanceled as exc:
             if fired:
-                raise StatementTimeoutError(
-                    f"{self.owner}: the statement ran longer than statement_timeout="
-                    f"{self.statement_timeout} s and was cancelled on the server; nothing of it "
-                    "was stored"
-                ) from exc
+                raise statement_timeout_error(self.owner, self.statement_timeout) from exc
             raise
 
     def _send(self, cur: Cursor[Any], conn: Connection[Any], call: Call) -> None:
@@ -443,7 +419,7 @@ class Driver:
                 )
         query = call.query
         try:
-            cur.execute(query, call.params, prepare=_prepare(query))
+            cur.execute(query, call.params, prepare=prepare_flag(query))
         except errors.UniqueViolation:
             if call.upsert is None:
                 raise
@@ -550,14 +526,7 @@ class Driver:
 
     def stats(self) -> dict[str, Any]:
         """The pool's figures (psycopg_pool's get_stats) and the saver's own."""
-        out: dict[str, Any] = {
-            "closed": self.state.closed,
-            "running": len(self.state.inflight),
-            "retries": self.state.retries,
-        }
-        if self.pool is not None:
-            out["pool"] = dict(self.pool.get_stats())
-        return out
+        return figures(self.state, self.pool)
 
 
 def _rows(cur: Cursor[TupleRow]) -> list[Row]:
@@ -582,5 +551,5 @@ def _fetch(cur: Cursor[TupleRow], returns: int) -> Any:
 def _direct(cur: Cursor[TupleRow], call: Call) -> Any:
     """The call on a connection that is not in autocommit, or not pooled: a failed statement
     would abort the transaction it is in, so the upsert (if any) runs directly."""
-    cur.execute(call.upsert or call.query, call.params, prepare=_prepare(call.query))
+    cur.execute(call.upsert or call.query, call.params, prepare=prepare_flag(call.query))
     return _fetch(cur, call.returns)
