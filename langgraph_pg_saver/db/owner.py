@@ -2,7 +2,7 @@
 # (change langgraph_pg_saver/db/owner_async.py, then run `make generate`)
 """PoolOwner: what the sync saver and store share as owners of a connection pool.
 
-The source is ``db/owner.py``."""
+Generated from the async module of the same name (``make generate``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
 
 
 class PoolOwner:
-    """A class whose instances run their statements through an :class:`Driver`, and may own
+    """A class whose instances run their statements through a driver (``_driver``), and may own
     its pool (made by their ``from_conn_string``).
 
     ``_noun`` ("saver", "store") is the word the docstrings of ``open`` and ``close`` use: each

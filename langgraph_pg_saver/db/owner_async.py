@@ -10,7 +10,7 @@ written here once.
 # [sync-only]
 # """PoolOwner: what the sync saver and store share as owners of a connection pool.
 #
-# The source is ``db/owner_async.py``."""
+# Generated from the async module of the same name (``make generate``)."""
 # [/sync-only]
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
 
 
 class AsyncPoolOwner:
-    """A class whose instances run their statements through an :class:`AsyncDriver`, and may own
+    """A class whose instances run their statements through a driver (``_driver``), and may own
     its pool (made by their ``from_conn_string``).
 
     ``_noun`` ("saver", "store") is the word the docstrings of ``open`` and ``close`` use: each

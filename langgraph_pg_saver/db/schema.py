@@ -1,7 +1,8 @@
 # generated from langgraph_pg_saver/db/schema_async.py by tools/async_to_sync.py: do not edit
 # (change langgraph_pg_saver/db/schema_async.py, then run `make generate`)
 """Migrations and health checks over a :class:`Driver`: what ``setup()`` and ``healthcheck()``
-of the sync saver and store run. The source is ``db/schema.py``."""
+of the sync saver and store run. Generated from the async module of the same name
+(``make generate``)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ refusals) is pure and lives in ``db/migrate.py``; these functions do its I/O.
 # [/async-only]
 # [sync-only]
 # """Migrations and health checks over a :class:`Driver`: what ``setup()`` and ``healthcheck()``
-# of the sync saver and store run. The source is ``db/schema_async.py``."""
+# of the sync saver and store run. Generated from the async module of the same name
+# (``make generate``)."""
 # [/sync-only]
 
 from __future__ import annotations

@@ -140,6 +140,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         self.loop = asyncio.get_running_loop()
 
     # [/async-only]
+
     async def setup(self, *, check: bool = False) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
         safe from many workers at once. ``check=True`` changes nothing and raises
