@@ -28,6 +28,7 @@ The marker lines themselves are dropped from the output; blocks do not nest.
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import re
 import subprocess
@@ -50,6 +51,9 @@ RENAMES: dict[str, str] = {
     "AsyncLifoConnectionPool": "LifoConnectionPool",
     "AsyncDriver": "Driver",
     "driver_async": "driver",
+    "schema_async": "schema",
+    "owner_async": "owner",
+    "AsyncPoolOwner": "PoolOwner",
     "saver_async": "saver",
     "store_async": "store",
 }
@@ -62,31 +66,40 @@ class Target:
     renames: dict[str, str] = field(default_factory=dict)
 
 
-_SAVER_METHODS = {
-    f"a{name}": name
-    for name in (
-        "get_tuple",
-        "list",
-        "put",
-        "put_writes",
-        "delete_thread",
-        "get_delta_channel_history",
-        "prune",
-        "copy_thread",
-        "reencrypt",
-        "import_official",
-        "delete_for_runs",
-        "retention",
-        "healthcheck",
-    )
-}
+class GenerateError(Exception):
+    pass
+
+
+def coroutine_twins(source: str, class_name: str) -> dict[str, str]:
+    """``a<name>`` -> ``<name>`` for each public coroutine method ``a<name>`` of ``class_name``
+    in ``source`` (read, not imported: the sync module it imports may be stale or missing). The
+    async saver bridges the same methods for sync callers (``bridged`` in its module)."""
+    tree = ast.parse((ROOT / source).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return {
+                item.name: item.name[1:]
+                for item in node.body
+                if isinstance(item, ast.AsyncFunctionDef)
+                and item.name.startswith("a")
+                and not item.name.startswith("_")
+            }
+    raise GenerateError(f"{source}: no class {class_name}")
+
+
+_SAVER_SOURCE = "langgraph_pg_saver/checkpoint/saver_async.py"
 
 TARGETS = (
     Target("langgraph_pg_saver/db/driver_async.py", "langgraph_pg_saver/db/driver.py"),
+    Target("langgraph_pg_saver/db/schema_async.py", "langgraph_pg_saver/db/schema.py"),
+    Target("langgraph_pg_saver/db/owner_async.py", "langgraph_pg_saver/db/owner.py"),
     Target(
-        "langgraph_pg_saver/checkpoint/saver_async.py",
+        _SAVER_SOURCE,
         "langgraph_pg_saver/checkpoint/saver.py",
-        {"AsyncPostgresSaver": "PostgresSaver", **_SAVER_METHODS},
+        {
+            "AsyncPostgresSaver": "PostgresSaver",
+            **coroutine_twins(_SAVER_SOURCE, "AsyncPostgresSaver"),
+        },
     ),
     Target(
         "langgraph_pg_saver/store/store_async.py",
@@ -110,10 +123,6 @@ _MARKERS = {
 }
 _UNCOMMENT = re.compile(r"^(\s*)# ?")
 _ASYNC_KEYWORDS = ("def", "with", "for")
-
-
-class GenerateError(Exception):
-    pass
 
 
 def _blocks(text: str, source: str) -> str:

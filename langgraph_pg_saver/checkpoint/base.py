@@ -1,5 +1,6 @@
-"""What the sync and async savers share: options, the SQL of their schema, which statement variant
-a call runs, versions. No I/O: the savers run statements through their driver."""
+"""What the sync and async savers share: options, the SQL of their schema, what each operation
+with variants runs (one :class:`Call` per put, put_writes and get_tuple), versions. No I/O: the
+savers hand those calls to their driver."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.checkpoint import keys as _keys
+from langgraph_pg_saver.checkpoint import reading as _reading
 from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.codec import compress as _compress
 from langgraph_pg_saver.codec import values as _values
-from langgraph_pg_saver.db.policy import Unprepared
+from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
 
 
@@ -33,9 +35,6 @@ class SaverBase(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self._compression = _compress.check(compression)
         self._q = queries_for(schema)
-        # where nothing is prepared: the calls of migrations 0006/0007's functions (Driver._send)
-        self._put_call: Unprepared = (self._q["put_call"], _writing.blob_arrays)
-        self._get_tuple_call: Unprepared = (self._q["get_tuple_call"], _writing.with_checkpoint_id)
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
@@ -76,6 +75,42 @@ class SaverBase(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Next channel version, compatible with the official Postgres saver's version strings."""
         return _keys.next_version(current)
+
+    # ------------------------------------------------------------------ what each operation runs
+    # One place decides the whole of what a call runs; the driver only picks, per connection,
+    # between the forms the Call carries (db/call.py).
+
+    def _put_call(self, put: _writing.Batch, metadata: object) -> Call:
+        """What a put runs: its plain INSERT, returning whether the parent is stored; the upsert
+        after a unique violation; where nothing is prepared, the call of migration 0006's
+        function, which does the same work (not for a claiming put, which the function lacks)."""
+        if self._claims(metadata):
+            put = put._replace(claim=True)
+        insert, upsert = self._put_sql(put)
+        unprepared = None if put.claim else (self._q["put_call"], _writing.blob_arrays)
+        return Call(insert, put.params, ONE, upsert, unprepared)
+
+    def _put_orphan_call(self, put: _writing.Batch, metadata: object) -> Call:
+        """put's second try, when its first statement found the parent not stored: stores the
+        checkpoint if its state is whole without any ancestor; no row when it is not."""
+        claim = self._claims(metadata)
+        return Call(self._q.render("put_orphan", blob_rows=put.rows, claim=claim), put.params, ONE)
+
+    def _put_writes_call(self, writes: _writing.Batch) -> Call:
+        """What put_writes runs (see :meth:`_put_writes_sql`); its result is not read."""
+        query, upsert = self._put_writes_sql(writes)
+        return Call(query, writes.params, NOTHING, upsert)
+
+    def _get_tuple_call(self, sel: _reading.Select) -> Call:
+        """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor); where
+        nothing is prepared, the same rows from migration 0007's function."""
+        return Call(
+            self._q.get_tuple(sel.predicates),
+            sel.params,
+            ALL,
+            unprepared=(self._q["get_tuple_call"], _writing.with_checkpoint_id),
+            size_column=_reading.GET_TUPLE_BYTES,
+        )
 
     def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:
         """put's plain INSERT, and the upsert the driver falls back to on a unique violation."""

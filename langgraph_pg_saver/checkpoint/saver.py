@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -32,20 +31,17 @@ from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.compress import Compression
-from langgraph_pg_saver.db import pool as _pool
-from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    LifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db import schema as _schema
+from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.db.owner import PoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissingError
 
 
-class PostgresSaver(SaverBase):
+class PostgresSaver(PoolOwner, SaverBase):
     """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
@@ -64,6 +60,7 @@ class PostgresSaver(SaverBase):
     """
 
     _driver: Driver
+    _noun = "saver"
 
     def __init__(
         self,
@@ -145,18 +142,17 @@ class PostgresSaver(SaverBase):
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
-        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
-        options = pool_options(timeout, pool_kwargs)
-        pool: ConnectionPool[Any] = LifoConnectionPool(
+        pool = cls._owned_pool(
             conn_string,
+            name="langgraph-pg-saver",
             min_size=min_size,
             max_size=max_size,
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver",
-            **options,
+            prepare_threshold=prepare_threshold,
+            connect_kwargs=connect_kwargs,
+            timeout=timeout,
+            pool_kwargs=pool_kwargs,
         )
-        saver = cls(
+        return cls(
             pool,
             serde=serde,
             schema=schema,
@@ -164,47 +160,19 @@ class PostgresSaver(SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
-        )
-        saver._driver.own_pool()
-        return saver
-
-    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresSaver:
-        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        self._driver.open(wait=wait, timeout=timeout)
-        return self
-
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
-        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
-        and close returns only once they have ended, so nothing of this saver commits after it
-        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
-        it."""
-        self._driver.close(timeout)
+        )._own_pool()
 
     def healthcheck(self) -> dict[str, Any]:
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
         current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
         and ``stats`` (see :meth:`stats`)."""
-        return self._driver.healthcheck()
+        return _schema.healthcheck(self._driver)
 
     def stats(self) -> dict[str, Any]:
         """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
         (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
         a pool)."""
         return self._driver.stats()
-
-    def __enter__(self) -> PostgresSaver:
-        if self._driver.closed:
-            self.open()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ schema
 
@@ -214,7 +182,7 @@ class PostgresSaver(SaverBase):
         With ``check=True`` nothing is changed: a missing or outdated schema raises
         :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
         """
-        self._driver.migrate(check=check)
+        _schema.migrate(self._driver, check=check)
 
     def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
@@ -224,12 +192,7 @@ class PostgresSaver(SaverBase):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
-        sel = _reading.get_tuple_select(config)
-        query = self._q.get_tuple(sel.predicates)
-        # behind a pooler (nothing prepared), the same rows from migration 0007's function
-        rows = self._driver.fetch_all(
-            query, sel.params, size_column=_reading.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
-        )
+        rows = self._driver.run(self._get_tuple_call(_reading.get_tuple_select(config)))
         tup = _reading.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
             self._migrate_pending_sends((tup,))
@@ -334,16 +297,11 @@ class PostgresSaver(SaverBase):
             new_versions,
             compress=self._compression is not None,
         )
-        if self._claims(metadata):
-            put = put._replace(claim=True)
-        insert, upsert = self._put_sql(put)
-        # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
-        call = None if put.claim else self._put_call
-        stored = self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
+        stored = self._driver.run(self._put_call(put, metadata))
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
-            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
-            if self._driver.fetch_one(orphan, put.params) is None:
+            orphan = self._driver.run(self._put_orphan_call(put, metadata))
+            if orphan is None:
                 p = put.params
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
@@ -363,8 +321,7 @@ class PostgresSaver(SaverBase):
         )
         if built is None:
             return
-        query, upsert = self._put_writes_sql(built)
-        self._driver.execute(query, built.params, upsert=upsert)
+        self._driver.run(self._put_writes_call(built))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -41,13 +40,10 @@ from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.compress import Compression
-from langgraph_pg_saver.db import pool as _pool
-from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    AsyncLifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db import schema_async as _schema
+from langgraph_pg_saver.db.driver_async import AsyncDriver
+from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.db.steps import Report
@@ -57,8 +53,9 @@ from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissing
 # [async-only]
 import asyncio
 import functools
+import inspect
 from collections.abc import Coroutine
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
@@ -66,17 +63,18 @@ from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 T = TypeVar("T")
 
 
-def _bridged(name: str) -> Any:
-    """The sync method ``name`` of AsyncPostgresSaver: runs ``a<name>`` on the saver's loop, with
-    PostgresSaver's signature and docstring. ``list`` collects the async iterator there."""
+def _bridge(async_name: str) -> Any:
+    """The sync twin of the coroutine method ``async_name`` (``a<name>``) of AsyncPostgresSaver:
+    runs it on the saver's loop, with PostgresSaver's signature and docstring. ``list`` collects
+    the async iterator there."""
+    name = async_name[1:]
     sync_method = getattr(PostgresSaver, name)
-    async_name = f"a{name}"
 
-    if name == "list":
+    if inspect.isasyncgenfunction(getattr(AsyncPostgresSaver, async_name)):
 
         def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
-            async def collect() -> list[CheckpointTuple]:
-                return [t async for t in self.alist(*args, **kwargs)]
+            async def collect() -> list[Any]:
+                return [t async for t in getattr(self, async_name)(*args, **kwargs)]
 
             yield from self._run_sync(collect())
 
@@ -91,11 +89,26 @@ def _bridged(name: str) -> Any:
     return method
 
 
+def bridged(cls: type) -> tuple[str, ...]:
+    """The sync methods the async saver makes from its coroutine methods: each public
+    ``a<name>`` coroutine (or async generator) method of ``cls`` whose ``<name>`` PostgresSaver
+    defines. tools/async_to_sync.py renames the same methods (``a<name>`` -> ``<name>``) when it
+    writes PostgresSaver from this module."""
+    return tuple(
+        attr[1:]
+        for attr, value in vars(cls).items()
+        if attr.startswith("a")
+        and not attr.startswith("_")
+        and (inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value))
+        and callable(getattr(PostgresSaver, attr[1:], None))
+    )
+
+
 # [/async-only]
 # isort: on
 
 
-class AsyncPostgresSaver(SaverBase):
+class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
     """A LangGraph checkpointer storing threads in Postgres.
 
     Args:
@@ -122,6 +135,11 @@ class AsyncPostgresSaver(SaverBase):
     # [/async-only]
 
     _driver: AsyncDriver
+    _noun = "saver"
+    # [async-only]
+    #: the names of the sync methods bridged to their coroutine twins (set below the class)
+    _BRIDGED: ClassVar[tuple[str, ...]]
+    # [/async-only]
 
     def __init__(
         self,
@@ -215,18 +233,17 @@ class AsyncPostgresSaver(SaverBase):
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
         """
-        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
-        options = pool_options(timeout, pool_kwargs)
-        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
+        pool = cls._owned_pool(
             conn_string,
+            name="langgraph-pg-saver",
             min_size=min_size,
             max_size=max_size,
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver",
-            **options,
+            prepare_threshold=prepare_threshold,
+            connect_kwargs=connect_kwargs,
+            timeout=timeout,
+            pool_kwargs=pool_kwargs,
         )
-        saver = cls(
+        return cls(
             pool,
             serde=serde,
             schema=schema,
@@ -234,47 +251,19 @@ class AsyncPostgresSaver(SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
-        )
-        saver._driver.own_pool()
-        return saver
-
-    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresSaver:
-        """Open the pool this saver owns (a no-op for a pool or connection you passed in)."""
-        await self._driver.open(wait=wait, timeout=timeout)
-        return self
-
-    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Close the saver: new calls raise ``SaverClosedError`` at once; calls still running get
-        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
-        and close returns only once they have ended, so nothing of this saver commits after it
-        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
-        it."""
-        await self._driver.close(timeout)
+        )._own_pool()
 
     async def ahealthcheck(self) -> dict[str, Any]:
         """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
         current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
         and ``stats`` (see :meth:`stats`)."""
-        return await self._driver.healthcheck()
+        return await _schema.healthcheck(self._driver)
 
     def stats(self) -> dict[str, Any]:
         """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``
         (calls rerun after a transient error) and ``pool`` (psycopg_pool's ``get_stats()``, for
         a pool)."""
         return self._driver.stats()
-
-    async def __aenter__(self) -> AsyncPostgresSaver:
-        if self._driver.closed:
-            await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ------------------------------------------------------------------ schema
 
@@ -284,7 +273,7 @@ class AsyncPostgresSaver(SaverBase):
         With ``check=True`` nothing is changed: a missing or outdated schema raises
         :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
         """
-        await self._driver.migrate(check=check)
+        await _schema.migrate(self._driver, check=check)
 
     async def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""
@@ -294,12 +283,7 @@ class AsyncPostgresSaver(SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
-        sel = _reading.get_tuple_select(config)
-        query = self._q.get_tuple(sel.predicates)
-        # behind a pooler (nothing prepared), the same rows from migration 0007's function
-        rows = await self._driver.fetch_all(
-            query, sel.params, size_column=_reading.GET_TUPLE_BYTES, unprepared=self._get_tuple_call
-        )
+        rows = await self._driver.run(self._get_tuple_call(_reading.get_tuple_select(config)))
         tup = _reading.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
             await self._migrate_pending_sends((tup,))
@@ -404,16 +388,11 @@ class AsyncPostgresSaver(SaverBase):
             new_versions,
             compress=self._compression is not None,
         )
-        if self._claims(metadata):
-            put = put._replace(claim=True)
-        insert, upsert = self._put_sql(put)
-        # behind a pooler (nothing prepared), the same work as a call of migration 0006's function
-        call = None if put.claim else self._put_call
-        stored = await self._driver.fetch_one(insert, put.params, upsert=upsert, unprepared=call)
+        stored = await self._driver.run(self._put_call(put, metadata))
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
-            orphan = self._q.render("put_orphan", blob_rows=put.rows, claim=put.claim)
-            if await self._driver.fetch_one(orphan, put.params) is None:
+            orphan = await self._driver.run(self._put_orphan_call(put, metadata))
+            if orphan is None:
                 p = put.params
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
@@ -433,8 +412,7 @@ class AsyncPostgresSaver(SaverBase):
         )
         if built is None:
             return
-        query, upsert = self._put_writes_sql(built)
-        await self._driver.execute(query, built.params, upsert=upsert)
+        await self._driver.run(self._put_writes_call(built))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.
@@ -643,7 +621,8 @@ class AsyncPostgresSaver(SaverBase):
     # ------------------------------------------------------------------ the bridge for sync calls
     # LangGraph calls a saver's sync methods from worker threads (graph.get_state with an async
     # saver, for one). Each runs its async twin on the saver's loop and waits for it; the methods
-    # are made from PostgresSaver's, so their signatures and docstrings are the same.
+    # are made from PostgresSaver's, so their signatures and docstrings are the same. They are set
+    # below the class, one for each name of bridged(AsyncPostgresSaver).
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -664,17 +643,13 @@ class AsyncPostgresSaver(SaverBase):
             )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    list = _bridged("list")
-    get_tuple = _bridged("get_tuple")
-    put = _bridged("put")
-    put_writes = _bridged("put_writes")
-    delete_thread = _bridged("delete_thread")
-    get_delta_channel_history = _bridged("get_delta_channel_history")
-    prune = _bridged("prune")
-    copy_thread = _bridged("copy_thread")
-    reencrypt = _bridged("reencrypt")
-    import_official = _bridged("import_official")
-    delete_for_runs = _bridged("delete_for_runs")
-    retention = _bridged("retention")
-    healthcheck = _bridged("healthcheck")
     # [/async-only]
+
+
+# [async-only]
+#: the sync methods made from the coroutine methods (``_BRIDGED``), see :func:`bridged`
+AsyncPostgresSaver._BRIDGED = bridged(AsyncPostgresSaver)
+for _name in AsyncPostgresSaver._BRIDGED:
+    setattr(AsyncPostgresSaver, _name, _bridge(f"a{_name}"))
+del _name
+# [/async-only]

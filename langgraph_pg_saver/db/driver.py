@@ -19,8 +19,8 @@ from psycopg import Connection, Cursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
@@ -29,11 +29,12 @@ from langgraph_pg_saver.db.policy import (
     Params,
     Row,
     State,
-    Unprepared,
     behind_pooler,
     can_restore,
+    check_options,
     closed_error,
     concurrent_update_error,
+    figures,
     function_unusable,
     in_pipeline,
     kept_cursor,
@@ -41,7 +42,10 @@ from langgraph_pg_saver.db.policy import (
     needs_autocommit_switch,
     needs_pooler_check,
     params_nbytes,
+    prepare_flag,
+    privilege_error,
     rows_nbytes,
+    statement_timeout_error,
     timeout_error,
 )
 from langgraph_pg_saver.db.retry import (
@@ -51,12 +55,11 @@ from langgraph_pg_saver.db.retry import (
     lost_connection,
     socket_readable,
 )
-from langgraph_pg_saver.db.sql import CustomPlan, Queries
+from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import (
     PgSaverError,
     PrivilegeError,
     SaverClosedError,
-    StatementTimeoutError,
 )
 
 # isort: off
@@ -70,16 +73,6 @@ logger = logging.getLogger(__name__)
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
 _monotonic = time.monotonic
-
-_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
-# what _run returns
-_NOTHING, _ONE, _ALL = 0, 1, 2
-
-
-def _prepare(query: bytes) -> bool | None:
-    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
-    across threads), else the connection's prepare_threshold decides."""
-    return False if type(query) is CustomPlan else None
 
 
 class Driver:
@@ -102,17 +95,7 @@ class Driver:
         retry: RetryPolicy = DEFAULT_RETRY,
         statement_timeout: float | None = None,
     ) -> None:
-        if not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
-        if statement_timeout is not None and (
-            isinstance(statement_timeout, bool)
-            or not isinstance(statement_timeout, (int, float))
-            or statement_timeout <= 0
-        ):
-            raise ValueError(
-                f"statement_timeout must be a positive number of seconds or None, "
-                f"not {statement_timeout!r}"
-            )
+        check_options(retry, statement_timeout)
         self.q = q
         self.owner = owner
         self.retry = retry
@@ -302,63 +285,27 @@ class Driver:
 
     # ------------------------------------------------------------------ one statement
 
-    def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
-        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
-        self._run(query, params, _NOTHING, upsert, None)
+    def execute(self, query: bytes, params: Params) -> None:
+        """Run one statement for its effect."""
+        self.run(Call(query, params))
 
-    def fetch_one(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        upsert: bytes | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> Row | None:
-        """Run one statement and return its first row (None without one).
-
-        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
-        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
-        autocommit, where the failed statement ends only its own transaction; anywhere else
-        (inside a caller's transaction, say) ``upsert`` runs directly.
-
-        ``unprepared``: a statement that does what ``query`` does, and how to make its parameters
-        from ``params``, to send instead on such a connection when it prepares nothing (behind a
-        pooler): put's call of its server-side function, which is cheaper to parse and plan.
-        """
-        row: Row | None = self._run(query, params, _ONE, upsert, None, unprepared)
+    def fetch_one(self, query: bytes, params: Params) -> Row | None:
+        """Run one statement and return its first row (None without one)."""
+        row: Row | None = self.run(Call(query, params, ONE))
         return row
 
-    def fetch_all(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        size_column: int | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> list[Row]:
-        """Run one statement and return all its rows.
-
-        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
-        the connection's kept cursor; the bytes in that column measure it, and a result over
-        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held. ``unprepared``: as
-        for :meth:`fetch_one` (get_tuple's function call).
-        """
-        rows: list[Row] = self._run(query, params, _ALL, None, size_column, unprepared)
+    def fetch_all(self, query: bytes, params: Params) -> list[Row]:
+        """Run one statement and return all its rows."""
+        rows: list[Row] = self.run(Call(query, params, ALL))
         return rows
 
-    def _run(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    def run(self, call: Call) -> Any:
+        """Run ``call`` (the form this connection takes: see :class:`Call`) and return what its
+        ``returns`` asks for; rerun per the retry policy after a transient error."""
         retry = 0
         while True:
             try:
-                return self._run_once(query, params, returns, upsert, size_column, unprepared)
+                return self._run_once(call)
             except Exception as exc:
                 retry += 1
                 self._retry_or_raise(exc, retry)
@@ -386,15 +333,7 @@ class Driver:
                 missing = [(str(r[0]), str(r[1])) for r in cur.fetchall()]
         except Exception:  # the error to raise is the permission error
             logger.debug("could not list the missing privileges", exc_info=True)
-        lacking = ", ".join(f"{priv} on {table}" for table, priv in missing) or "unknown"
-        return PrivilegeError(
-            f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
-            f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
-            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, SELECT on "
-            "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
-            "revoked (docs/guide.md, 'Roles without DDL rights')",
-            missing,
-        )
+        return privilege_error(self.owner, self.q.schema, exc, missing)
 
     def _may_retry(self, exc: Exception, retry: int) -> bool:
         """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
@@ -424,51 +363,35 @@ class Driver:
         self.state.retries += 1
         return not self.state.closed
 
-    def _run_once(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None,
-    ) -> Any:
+    def _run_once(self, call: Call) -> Any:
         if self.statement_timeout is None:
-            return self._run_unwatched(query, params, returns, upsert, size_column, unprepared)
+            return self._run_unwatched(call)
+        if call.upsert is not None:
+            # the upsert directly: a second statement after a conflict would be watched as well,
+            # but costs a round trip the timeout's users did not ask for
+            call = call._replace(query=call.upsert)
         fired = False
         try:
             with self.connection() as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     with self.cursor_on(conn) as cur:
-                        # the upsert directly: a second statement after a conflict would be watched
-                        # as well, but costs a round trip the timeout's users did not ask for
-                        self._send(cur, conn, upsert or query, params, upsert, unprepared)
-                        return _fetch(cur, returns)
+                        self._send(cur, conn, call)
+                        return _fetch(cur, call.returns)
                 finally:
                     fired = WATCHDOG.disarm(token)
         except errors.QueryCanceled as exc:
             if fired:
-                raise StatementTimeoutError(
-                    f"{self.owner}: the statement ran longer than statement_timeout="
-                    f"{self.statement_timeout} s and was cancelled on the server; nothing of it "
-                    "was stored"
-                ) from exc
+                raise statement_timeout_error(self.owner, self.statement_timeout) from exc
             raise
 
-    def _send(
-        self,
-        cur: Cursor[Any],
-        conn: Connection[Any],
-        query: bytes,
-        params: Params,
-        upsert: bytes | None,
-        unprepared: Unprepared | None,
-    ) -> None:
-        """Execute ``query`` on a connection in autocommit, ``upsert`` after a unique violation;
-        on one that prepares nothing, ``unprepared`` (a call of our server-side function) instead,
-        while the functions are usable: a schema without them (migrated by an older release) or
-        a role that may not execute them gets the statement, and the saver stops calling them."""
+    def _send(self, cur: Cursor[Any], conn: Connection[Any], call: Call) -> None:
+        """Execute the call's statement on a connection in autocommit, its upsert after a unique
+        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them
+        (migrated by an older release) or a role that may not execute them gets the statement,
+        and the saver stops calling them."""
+        unprepared = call.unprepared
         if (
             unprepared is not None
             and conn.prepare_threshold is None
@@ -476,12 +399,12 @@ class Driver:
             and self.state.functions
         ):
             try:
-                cur.execute(unprepared[0], unprepared[1](params))
+                cur.execute(unprepared[0], unprepared[1](call.params))
                 return
             except errors.UniqueViolation:
-                if upsert is None:
+                if call.upsert is None:
                     raise
-                cur.execute(upsert, params)
+                cur.execute(call.upsert, call.params)
                 return
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
@@ -494,30 +417,23 @@ class Driver:
                     self.owner,
                     str(exc).strip(),
                 )
+        query = call.query
         try:
-            cur.execute(query, params, prepare=_prepare(query))
+            cur.execute(query, call.params, prepare=prepare_flag(query))
         except errors.UniqueViolation:
-            if upsert is None:
+            if call.upsert is None:
                 raise
-            cur.execute(upsert, params)
+            cur.execute(call.upsert, call.params)
 
-    def _run_unwatched(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
         pool = self.pool
-        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+        returns = call.returns
+        if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             with self.cursor() as cur:
-                cur.execute(upsert or query, params, prepare=_prepare(query))
-                return _fetch(cur, returns)
+                return _direct(cur, call)
         state = self.state
         state.active += 1
         try:
@@ -530,14 +446,14 @@ class Driver:
         try:
             if not conn.autocommit:
                 with self.cursor_on(conn) as cur:
-                    cur.execute(upsert or query, params, prepare=_prepare(query))
-                    return _fetch(cur, returns)
+                    return _direct(cur, call)
             if needs_pooler_check(conn):
                 self._check_pooler(conn)
-            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
-            self._send(cur, conn, query, params, upsert, unprepared)
+            self._send(cur, conn, call)
             result = _fetch(cur, returns)
+            size_column = call.size_column
             if not kept or (
                 size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
             ):
@@ -606,112 +522,11 @@ class Driver:
                 raise
             return rows
 
-    # ------------------------------------------------------------------ health
-
-    def healthcheck(self) -> dict[str, Any]:
-        """One round trip, no retry: whether the server answers and the schema is current."""
-        started = _monotonic()
-        report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
-        try:
-            with self.cursor() as cur:
-                applied = _read_applied(cur, self.q)
-            report["reachable"] = True
-            report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
-            report["schema_current"] = applied is not None and not _migrate.pending(
-                self.q.schema, applied
-            )
-            report["ok"] = report["schema_current"]
-            if not report["schema_current"]:
-                report["error"] = "the schema needs setup() (migrations are pending)"
-        except Exception as exc:
-            report["error"] = f"{type(exc).__name__}: {exc}".strip()
-        report["stats"] = self.stats()
-        return report
+    # ------------------------------------------------------------------ figures
 
     def stats(self) -> dict[str, Any]:
         """The pool's figures (psycopg_pool's get_stats) and the saver's own."""
-        out: dict[str, Any] = {
-            "closed": self.state.closed,
-            "running": len(self.state.inflight),
-            "retries": self.state.retries,
-        }
-        if self.pool is not None:
-            out["pool"] = dict(self.pool.get_stats())
-        return out
-
-    # ------------------------------------------------------------------ migrations
-
-    def migrate(self, *, check: bool) -> None:
-        """Apply the pending migrations under the migration lock (see ``_migrate``); with ``check``,
-        change nothing and raise unless the schema is current."""
-        try:
-            self._migrate(check=check)
-        except errors.InsufficientPrivilege as exc:
-            if check:
-                raise PrivilegeError(
-                    f"{self.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
-                    "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
-                    f"{self.q.schema} (docs/guide.md, 'Roles without DDL rights')"
-                ) from exc
-            raise PrivilegeError(
-                f"{self.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
-                f"schema's migrations needs a role that may create tables in schema "
-                f"{self.q.schema} (and the schema itself if it does not exist). Run setup() once "
-                "with such a role (a deploy step), and setup(check=True) in the application "
-                "(docs/guide.md, 'Roles without DDL rights')"
-            ) from exc
-
-    def _migrate(self, *, check: bool) -> None:
-        q = self.q
-        with self.cursor() as cur:
-            applied = _read_applied(cur, q)
-            if not _migrate.pending(q.schema, applied):
-                return
-            if check:
-                _migrate.check(q.schema, applied)
-            conn = cur.connection
-            if in_pipeline(conn):
-                raise PgSaverError(
-                    "setup() cannot apply migrations on a connection in pipeline mode (their DDL "
-                    "runs as several statements at once): call setup() before entering "
-                    "conn.pipeline(), or on another connection"
-                )
-            with conn.transaction():
-                key = {"key": _migrate.lock_key(q.schema)}
-                cur.execute(q["migrations_lock"], key, prepare=False)
-                cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
-                row = cur.fetchone()
-                if not (row and row[0]):
-                    cur.execute(q["schema_create"], prepare=False)
-                cur.execute(q["migrations_bootstrap"], prepare=False)
-                cur.execute(q["migrations_bootstrap_additive"], prepare=False)
-                cur.execute(q["migrations_applied"], prepare=False)
-                applied = _migrate.applied_from_rows(cur.fetchall())
-                for mig in _migrate.pending(q.schema, applied):
-                    logger.info(
-                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
-                    )
-                    # several statements: the simple query protocol of a text cursor
-                    with conn.cursor(binary=False) as ddl:
-                        ddl.execute(q.migration(mig), prepare=False)
-                    cur.execute(
-                        q["migrations_record"],
-                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
-                        prepare=False,
-                    )
-
-
-def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
-    conn = cur.connection
-    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
-    guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
-    try:
-        with guard:
-            cur.execute(q["migrations_applied"], prepare=False)
-            rows = cur.fetchall()
-    except _MISSING_SCHEMA:
-        return None
-    return _migrate.applied_from_rows(rows)
+        return figures(self.state, self.pool)
 
 
 def _rows(cur: Cursor[TupleRow]) -> list[Row]:
@@ -728,6 +543,13 @@ def _rows(cur: Cursor[TupleRow]) -> list[Row]:
 
 
 def _fetch(cur: Cursor[TupleRow], returns: int) -> Any:
-    if returns == _ONE:
+    if returns == ONE:
         return cur.fetchone()
-    return None if returns == _NOTHING else cur.fetchall()
+    return None if returns == NOTHING else cur.fetchall()
+
+
+def _direct(cur: Cursor[TupleRow], call: Call) -> Any:
+    """The call on a connection that is not in autocommit, or not pooled: a failed statement
+    would abort the transaction it is in, so the upsert (if any) runs directly."""
+    cur.execute(call.upsert or call.query, call.params, prepare=prepare_flag(call.query))
+    return _fetch(cur, call.returns)

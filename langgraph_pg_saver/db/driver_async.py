@@ -32,8 +32,8 @@ from psycopg import AsyncConnection, AsyncCursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db import steps as _steps
+from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
@@ -42,11 +42,12 @@ from langgraph_pg_saver.db.policy import (
     Params,
     Row,
     State,
-    Unprepared,
     behind_pooler,
     can_restore,
+    check_options,
     closed_error,
     concurrent_update_error,
+    figures,
     function_unusable,
     in_pipeline,
     kept_cursor,
@@ -54,7 +55,10 @@ from langgraph_pg_saver.db.policy import (
     needs_autocommit_switch,
     needs_pooler_check,
     params_nbytes,
+    prepare_flag,
+    privilege_error,
     rows_nbytes,
+    statement_timeout_error,
     timeout_error,
 )
 from langgraph_pg_saver.db.retry import (
@@ -64,12 +68,11 @@ from langgraph_pg_saver.db.retry import (
     lost_connection,
     socket_readable,
 )
-from langgraph_pg_saver.db.sql import CustomPlan, Queries
+from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import (
     PgSaverError,
     PrivilegeError,
     SaverClosedError,
-    StatementTimeoutError,
 )
 
 # isort: off
@@ -93,16 +96,6 @@ logger = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 5.0
 _monotonic = time.monotonic
 
-_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
-# what _run returns
-_NOTHING, _ONE, _ALL = 0, 1, 2
-
-
-def _prepare(query: bytes) -> bool | None:
-    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
-    across threads), else the connection's prepare_threshold decides."""
-    return False if type(query) is CustomPlan else None
-
 
 class AsyncDriver:
     """Connections, cursors and statements for one saver and its clones.
@@ -124,17 +117,7 @@ class AsyncDriver:
         retry: RetryPolicy = DEFAULT_RETRY,
         statement_timeout: float | None = None,
     ) -> None:
-        if not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
-        if statement_timeout is not None and (
-            isinstance(statement_timeout, bool)
-            or not isinstance(statement_timeout, (int, float))
-            or statement_timeout <= 0
-        ):
-            raise ValueError(
-                f"statement_timeout must be a positive number of seconds or None, "
-                f"not {statement_timeout!r}"
-            )
+        check_options(retry, statement_timeout)
         self.q = q
         self.owner = owner
         self.retry = retry
@@ -344,63 +327,27 @@ class AsyncDriver:
 
     # ------------------------------------------------------------------ one statement
 
-    async def execute(self, query: bytes, params: Params, *, upsert: bytes | None = None) -> None:
-        """Run one statement for its effect. See :meth:`fetch_one` for ``upsert``."""
-        await self._run(query, params, _NOTHING, upsert, None)
+    async def execute(self, query: bytes, params: Params) -> None:
+        """Run one statement for its effect."""
+        await self.run(Call(query, params))
 
-    async def fetch_one(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        upsert: bytes | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> Row | None:
-        """Run one statement and return its first row (None without one).
-
-        With ``upsert``, ``query`` is a plain INSERT that may hit a unique violation: ``upsert`` (its
-        ``ON CONFLICT`` twin) then runs instead. That is only done on a pooled connection in
-        autocommit, where the failed statement ends only its own transaction; anywhere else
-        (inside a caller's transaction, say) ``upsert`` runs directly.
-
-        ``unprepared``: a statement that does what ``query`` does, and how to make its parameters
-        from ``params``, to send instead on such a connection when it prepares nothing (behind a
-        pooler): put's call of its server-side function, which is cheaper to parse and plan.
-        """
-        row: Row | None = await self._run(query, params, _ONE, upsert, None, unprepared)
+    async def fetch_one(self, query: bytes, params: Params) -> Row | None:
+        """Run one statement and return its first row (None without one)."""
+        row: Row | None = await self.run(Call(query, params, ONE))
         return row
 
-    async def fetch_all(
-        self,
-        query: bytes,
-        params: Params,
-        *,
-        size_column: int | None = None,
-        unprepared: Unprepared | None = None,
-    ) -> list[Row]:
-        """Run one statement and return all its rows.
-
-        ``size_column``: the statement's result is small (one checkpoint's rows), so it may run on
-        the connection's kept cursor; the bytes in that column measure it, and a result over
-        ``KEEP_CURSOR_MAX_BYTES`` closes the kept cursor so that it is not held. ``unprepared``: as
-        for :meth:`fetch_one` (get_tuple's function call).
-        """
-        rows: list[Row] = await self._run(query, params, _ALL, None, size_column, unprepared)
+    async def fetch_all(self, query: bytes, params: Params) -> list[Row]:
+        """Run one statement and return all its rows."""
+        rows: list[Row] = await self.run(Call(query, params, ALL))
         return rows
 
-    async def _run(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    async def run(self, call: Call) -> Any:
+        """Run ``call`` (the form this connection takes: see :class:`Call`) and return what its
+        ``returns`` asks for; rerun per the retry policy after a transient error."""
         retry = 0
         while True:
             try:
-                return await self._run_once(query, params, returns, upsert, size_column, unprepared)
+                return await self._run_once(call)
             except Exception as exc:
                 retry += 1
                 await self._retry_or_raise(exc, retry)
@@ -430,15 +377,7 @@ class AsyncDriver:
                 missing = [(str(r[0]), str(r[1])) for r in await cur.fetchall()]
         except Exception:  # the error to raise is the permission error
             logger.debug("could not list the missing privileges", exc_info=True)
-        lacking = ", ".join(f"{priv} on {table}" for table, priv in missing) or "unknown"
-        return PrivilegeError(
-            f"{self.owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
-            f"The runtime role needs USAGE on schema {self.q.schema}, SELECT, INSERT, UPDATE "
-            "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, SELECT on "
-            "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
-            "revoked (docs/guide.md, 'Roles without DDL rights')",
-            missing,
-        )
+        return privilege_error(self.owner, self.q.schema, exc, missing)
 
     async def _may_retry(self, exc: Exception, retry: int) -> bool:
         """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
@@ -468,53 +407,35 @@ class AsyncDriver:
         self.state.retries += 1
         return not self.state.closed
 
-    async def _run_once(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None,
-    ) -> Any:
+    async def _run_once(self, call: Call) -> Any:
         if self.statement_timeout is None:
-            return await self._run_unwatched(
-                query, params, returns, upsert, size_column, unprepared
-            )
+            return await self._run_unwatched(call)
+        if call.upsert is not None:
+            # the upsert directly: a second statement after a conflict would be watched as well,
+            # but costs a round trip the timeout's users did not ask for
+            call = call._replace(query=call.upsert)
         fired = False
         try:
             async with self.connection() as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     async with self.cursor_on(conn) as cur:
-                        # the upsert directly: a second statement after a conflict would be watched
-                        # as well, but costs a round trip the timeout's users did not ask for
-                        await self._send(cur, conn, upsert or query, params, upsert, unprepared)
-                        return await _fetch(cur, returns)
+                        await self._send(cur, conn, call)
+                        return await _fetch(cur, call.returns)
                 finally:
                     fired = WATCHDOG.disarm(token)
         except errors.QueryCanceled as exc:
             if fired:
-                raise StatementTimeoutError(
-                    f"{self.owner}: the statement ran longer than statement_timeout="
-                    f"{self.statement_timeout} s and was cancelled on the server; nothing of it "
-                    "was stored"
-                ) from exc
+                raise statement_timeout_error(self.owner, self.statement_timeout) from exc
             raise
 
-    async def _send(
-        self,
-        cur: AsyncCursor[Any],
-        conn: AsyncConnection[Any],
-        query: bytes,
-        params: Params,
-        upsert: bytes | None,
-        unprepared: Unprepared | None,
-    ) -> None:
-        """Execute ``query`` on a connection in autocommit, ``upsert`` after a unique violation;
-        on one that prepares nothing, ``unprepared`` (a call of our server-side function) instead,
-        while the functions are usable: a schema without them (migrated by an older release) or
-        a role that may not execute them gets the statement, and the saver stops calling them."""
+    async def _send(self, cur: AsyncCursor[Any], conn: AsyncConnection[Any], call: Call) -> None:
+        """Execute the call's statement on a connection in autocommit, its upsert after a unique
+        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them
+        (migrated by an older release) or a role that may not execute them gets the statement,
+        and the saver stops calling them."""
+        unprepared = call.unprepared
         if (
             unprepared is not None
             and conn.prepare_threshold is None
@@ -522,12 +443,12 @@ class AsyncDriver:
             and self.state.functions
         ):
             try:
-                await cur.execute(unprepared[0], unprepared[1](params))
+                await cur.execute(unprepared[0], unprepared[1](call.params))
                 return
             except errors.UniqueViolation:
-                if upsert is None:
+                if call.upsert is None:
                     raise
-                await cur.execute(upsert, params)
+                await cur.execute(call.upsert, call.params)
                 return
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
@@ -540,30 +461,23 @@ class AsyncDriver:
                     self.owner,
                     str(exc).strip(),
                 )
+        query = call.query
         try:
-            await cur.execute(query, params, prepare=_prepare(query))
+            await cur.execute(query, call.params, prepare=prepare_flag(query))
         except errors.UniqueViolation:
-            if upsert is None:
+            if call.upsert is None:
                 raise
-            await cur.execute(upsert, params)
+            await cur.execute(call.upsert, call.params)
 
-    async def _run_unwatched(
-        self,
-        query: bytes,
-        params: Params,
-        returns: int,
-        upsert: bytes | None,
-        size_column: int | None,
-        unprepared: Unprepared | None = None,
-    ) -> Any:
+    async def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
         pool = self.pool
-        if pool is None or self.state.closed or (returns == _ALL and size_column is None):
+        returns = call.returns
+        if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             async with self.cursor() as cur:
-                await cur.execute(upsert or query, params, prepare=_prepare(query))
-                return await _fetch(cur, returns)
+                return await _direct(cur, call)
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
@@ -581,14 +495,14 @@ class AsyncDriver:
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
-                    await cur.execute(upsert or query, params, prepare=_prepare(query))
-                    return await _fetch(cur, returns)
+                    return await _direct(cur, call)
             if needs_pooler_check(conn):
                 await self._check_pooler(conn)
-            kept = params_nbytes(params) <= KEEP_CURSOR_MAX_BYTES
+            kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
-            await self._send(cur, conn, query, params, upsert, unprepared)
+            await self._send(cur, conn, call)
             result = await _fetch(cur, returns)
+            size_column = call.size_column
             if not kept or (
                 size_column is not None and rows_nbytes(result, size_column) > KEEP_CURSOR_MAX_BYTES
             ):
@@ -657,112 +571,11 @@ class AsyncDriver:
                 raise
             return rows
 
-    # ------------------------------------------------------------------ health
-
-    async def healthcheck(self) -> dict[str, Any]:
-        """One round trip, no retry: whether the server answers and the schema is current."""
-        started = _monotonic()
-        report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
-        try:
-            async with self.cursor() as cur:
-                applied = await _read_applied(cur, self.q)
-            report["reachable"] = True
-            report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
-            report["schema_current"] = applied is not None and not _migrate.pending(
-                self.q.schema, applied
-            )
-            report["ok"] = report["schema_current"]
-            if not report["schema_current"]:
-                report["error"] = "the schema needs setup() (migrations are pending)"
-        except Exception as exc:
-            report["error"] = f"{type(exc).__name__}: {exc}".strip()
-        report["stats"] = self.stats()
-        return report
+    # ------------------------------------------------------------------ figures
 
     def stats(self) -> dict[str, Any]:
         """The pool's figures (psycopg_pool's get_stats) and the saver's own."""
-        out: dict[str, Any] = {
-            "closed": self.state.closed,
-            "running": len(self.state.inflight),
-            "retries": self.state.retries,
-        }
-        if self.pool is not None:
-            out["pool"] = dict(self.pool.get_stats())
-        return out
-
-    # ------------------------------------------------------------------ migrations
-
-    async def migrate(self, *, check: bool) -> None:
-        """Apply the pending migrations under the migration lock (see ``_migrate``); with ``check``,
-        change nothing and raise unless the schema is current."""
-        try:
-            await self._migrate(check=check)
-        except errors.InsufficientPrivilege as exc:
-            if check:
-                raise PrivilegeError(
-                    f"{self.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
-                    "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
-                    f"{self.q.schema} (docs/guide.md, 'Roles without DDL rights')"
-                ) from exc
-            raise PrivilegeError(
-                f"{self.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
-                f"schema's migrations needs a role that may create tables in schema "
-                f"{self.q.schema} (and the schema itself if it does not exist). Run setup() once "
-                "with such a role (a deploy step), and setup(check=True) in the application "
-                "(docs/guide.md, 'Roles without DDL rights')"
-            ) from exc
-
-    async def _migrate(self, *, check: bool) -> None:
-        q = self.q
-        async with self.cursor() as cur:
-            applied = await _read_applied(cur, q)
-            if not _migrate.pending(q.schema, applied):
-                return
-            if check:
-                _migrate.check(q.schema, applied)
-            conn = cur.connection
-            if in_pipeline(conn):
-                raise PgSaverError(
-                    "setup() cannot apply migrations on a connection in pipeline mode (their DDL "
-                    "runs as several statements at once): call setup() before entering "
-                    "conn.pipeline(), or on another connection"
-                )
-            async with conn.transaction():
-                key = {"key": _migrate.lock_key(q.schema)}
-                await cur.execute(q["migrations_lock"], key, prepare=False)
-                await cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
-                row = await cur.fetchone()
-                if not (row and row[0]):
-                    await cur.execute(q["schema_create"], prepare=False)
-                await cur.execute(q["migrations_bootstrap"], prepare=False)
-                await cur.execute(q["migrations_bootstrap_additive"], prepare=False)
-                await cur.execute(q["migrations_applied"], prepare=False)
-                applied = _migrate.applied_from_rows(await cur.fetchall())
-                for mig in _migrate.pending(q.schema, applied):
-                    logger.info(
-                        "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
-                    )
-                    # several statements: the simple query protocol of a text cursor
-                    async with conn.cursor(binary=False) as ddl:
-                        await ddl.execute(q.migration(mig), prepare=False)
-                    await cur.execute(
-                        q["migrations_record"],
-                        {"version": mig.version, "name": mig.name, "additive": mig.additive},
-                        prepare=False,
-                    )
-
-
-async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
-    conn = cur.connection
-    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
-    guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
-    try:
-        async with guard:
-            await cur.execute(q["migrations_applied"], prepare=False)
-            rows = await cur.fetchall()
-    except _MISSING_SCHEMA:
-        return None
-    return _migrate.applied_from_rows(rows)
+        return figures(self.state, self.pool)
 
 
 async def _rows(cur: AsyncCursor[TupleRow]) -> list[Row]:
@@ -779,6 +592,13 @@ async def _rows(cur: AsyncCursor[TupleRow]) -> list[Row]:
 
 
 async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
-    if returns == _ONE:
+    if returns == ONE:
         return await cur.fetchone()
-    return None if returns == _NOTHING else await cur.fetchall()
+    return None if returns == NOTHING else await cur.fetchall()
+
+
+async def _direct(cur: AsyncCursor[TupleRow], call: Call) -> Any:
+    """The call on a connection that is not in autocommit, or not pooled: a failed statement
+    would abort the transaction it is in, so the upsert (if any) runs directly."""
+    await cur.execute(call.upsert or call.query, call.params, prepare=prepare_flag(call.query))
+    return await _fetch(cur, call.returns)

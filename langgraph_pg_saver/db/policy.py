@@ -14,24 +14,25 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
+from langgraph_pg_saver.db.retry import RetryPolicy
+from langgraph_pg_saver.db.sql import CustomPlan
 from langgraph_pg_saver.errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
     EventLoopError,
+    PrivilegeError,
     SaverClosedError,
+    StatementTimeoutError,
 )
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
-#: a statement to send instead on a connection that prepares nothing, and how to make its
-#: parameters from the original ones (Driver.fetch_one)
-Unprepared = tuple[bytes, Callable[[Params], Params]]
 
 IDLE = pq.TransactionStatus.IDLE
 
@@ -212,6 +213,63 @@ def timeout_error(pool: Any, waited: float, cause: BaseException) -> ConnectionT
 
 #: the SQLSTATE pgsaver_claim_head raises (migration 0004)
 LOST_RACE = "LG001"
+
+
+def prepare_flag(query: bytes) -> bool | None:
+    """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
+    across threads), else the connection's prepare_threshold decides."""
+    return False if type(query) is CustomPlan else None
+
+
+def figures(state: State, pool: Any) -> dict[str, Any]:
+    """The driver's ``stats()``: its own figures, and the pool's (psycopg_pool's get_stats)."""
+    out: dict[str, Any] = {
+        "closed": state.closed,
+        "running": len(state.inflight),
+        "retries": state.retries,
+    }
+    if pool is not None:
+        out["pool"] = dict(pool.get_stats())
+    return out
+
+
+def check_options(retry: object, statement_timeout: object) -> None:
+    """The driver's options, checked as it is made (the saver's and store's constructors)."""
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, not {type(retry).__name__}")
+    if statement_timeout is not None and (
+        isinstance(statement_timeout, bool)
+        or not isinstance(statement_timeout, (int, float))
+        or statement_timeout <= 0
+    ):
+        raise ValueError(
+            f"statement_timeout must be a positive number of seconds or None, "
+            f"not {statement_timeout!r}"
+        )
+
+
+def statement_timeout_error(owner: str, seconds: float) -> StatementTimeoutError:
+    """The error of a statement the driver's watchdog cancelled on the server."""
+    return StatementTimeoutError(
+        f"{owner}: the statement ran longer than statement_timeout={seconds} s and was "
+        "cancelled on the server; nothing of it was stored"
+    )
+
+
+def privilege_error(
+    owner: str, schema: str, exc: Exception, missing: list[tuple[str, str]]
+) -> PrivilegeError:
+    """A permission error that names the table and privilege the role lacks (``missing``, from
+    the ``missing_privileges`` statement; Postgres names the table only)."""
+    lacking = ", ".join(f"{priv} on {table}" for table, priv in missing) or "unknown"
+    return PrivilegeError(
+        f"{owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
+        f"The runtime role needs USAGE on schema {schema}, SELECT, INSERT, UPDATE "
+        "and DELETE on pgsaver_checkpoints, pgsaver_blobs and pgsaver_writes, SELECT on "
+        "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
+        "revoked (docs/guide.md, 'Roles without DDL rights')",
+        missing,
+    )
 
 
 def concurrent_update_error(exc: Any) -> ConcurrentUpdateError:

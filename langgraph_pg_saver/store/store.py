@@ -11,21 +11,17 @@ retries after transient errors, close).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
 from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
-from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    LifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db.owner import PoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
@@ -55,7 +51,7 @@ _NO_PGVECTOR = (
 )
 
 
-class PostgresStore(SyncStoreBase):
+class PostgresStore(PoolOwner, SyncStoreBase):
     """A LangGraph store (``BaseStore``) keeping items in Postgres, in the tables of this
     package's schema (``pgsaver_store``).
 
@@ -72,6 +68,7 @@ class PostgresStore(SyncStoreBase):
     """
 
     _driver: Driver
+    _noun = "store"
 
     def __init__(
         self,
@@ -111,54 +108,29 @@ class PostgresStore(SyncStoreBase):
         arguments), as for the official store; a pool is made either way. The other options are
         the savers' (docs/guide.md, "Connections and options")."""
         config = dict(pool_config or {})
-        kwargs = _pool.connect_kwargs(
+        pool = cls._owned_pool(
             conn_string,
-            prepare_threshold,
-            {**(config.get("kwargs") or {}), **(connect_kwargs or {})},
-        )
-        pool: ConnectionPool[Any] = LifoConnectionPool(
-            conn_string,
+            name="langgraph-pg-saver-store",
             min_size=int(config.get("min_size", 1)),
             max_size=int(config.get("max_size", 10)),
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver-store",
-            **pool_options(timeout),
+            prepare_threshold=prepare_threshold,
+            connect_kwargs={**(config.get("kwargs") or {}), **(connect_kwargs or {})},
+            timeout=timeout,
         )
-        store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
-        store._driver.own_pool()
-        return store
-
-    def open(self, *, wait: bool = True, timeout: float = 30.0) -> PostgresStore:
-        """Open the pool this store owns (a no-op for a pool or connection you passed in)."""
-        self._driver.open(wait=wait, timeout=timeout)
-        return self
+        return cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)._own_pool()
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
         calls still running get ``timeout`` seconds, then are cancelled."""
         self.stop_ttl_sweeper(timeout=timeout)
-        self._driver.close(timeout)
-
-    def __enter__(self) -> PostgresStore:
-        if self._driver.closed:
-            self.open()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        super().close(timeout)
 
     def setup(self, *, check: bool = False) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
         safe from many workers at once. ``check=True`` changes nothing and raises
         ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
         pgvector extension, the vectors table of its dimension and its ANN index."""
-        self._driver.migrate(check=check)
+        _schema.migrate(self._driver, check=check)
         spec = self.index_spec
         if spec is None:
             return

@@ -9,21 +9,17 @@ retries after transient errors, close).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConfig
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
-from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
-from langgraph_pg_saver.db.pool import (
-    DEFAULT_PREPARE_THRESHOLD,
-    AsyncLifoConnectionPool,
-    pool_options,
-)
+from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
@@ -59,7 +55,7 @@ _NO_PGVECTOR = (
 )
 
 
-class AsyncPostgresStore(AsyncStoreBase):
+class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
     """A LangGraph store (``BaseStore``) keeping items in Postgres, in the tables of this
     package's schema (``pgsaver_store``).
 
@@ -76,6 +72,7 @@ class AsyncPostgresStore(AsyncStoreBase):
     """
 
     _driver: AsyncDriver
+    _noun = "store"
 
     def __init__(
         self,
@@ -121,53 +118,28 @@ class AsyncPostgresStore(AsyncStoreBase):
         arguments), as for the official store; a pool is made either way. The other options are
         the savers' (docs/guide.md, "Connections and options")."""
         config = dict(pool_config or {})
-        kwargs = _pool.connect_kwargs(
+        pool = cls._owned_pool(
             conn_string,
-            prepare_threshold,
-            {**(config.get("kwargs") or {}), **(connect_kwargs or {})},
-        )
-        pool: AsyncConnectionPool[Any] = AsyncLifoConnectionPool(
-            conn_string,
+            name="langgraph-pg-saver-store",
             min_size=int(config.get("min_size", 1)),
             max_size=int(config.get("max_size", 10)),
-            kwargs=kwargs,
-            open=False,
-            name="langgraph-pg-saver-store",
-            **pool_options(timeout),
+            prepare_threshold=prepare_threshold,
+            connect_kwargs={**(config.get("kwargs") or {}), **(connect_kwargs or {})},
+            timeout=timeout,
         )
-        store = cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)
-        store._driver.own_pool()
-        return store
-
-    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> AsyncPostgresStore:
-        """Open the pool this store owns (a no-op for a pool or connection you passed in)."""
-        # [async-only]
-        self.loop = asyncio.get_running_loop()
-        # [/async-only]
-        await self._driver.open(wait=wait, timeout=timeout)
-        return self
+        return cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)._own_pool()
 
     async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
         calls still running get ``timeout`` seconds, then are cancelled."""
         await self.stop_ttl_sweeper(timeout=timeout)
-        await self._driver.close(timeout)
+        await super().close(timeout)
 
-    async def __aenter__(self) -> AsyncPostgresStore:
-        if self._driver.closed:
-            await self.open()
-        # [async-only]
+    # [async-only]
+    def _bind_loop(self) -> None:
         self.loop = asyncio.get_running_loop()
-        # [/async-only]
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    # [/async-only]
 
     async def setup(self, *, check: bool = False) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
@@ -177,7 +149,7 @@ class AsyncPostgresStore(AsyncStoreBase):
         # [async-only]
         self.loop = asyncio.get_running_loop()
         # [/async-only]
-        await self._driver.migrate(check=check)
+        await _schema.migrate(self._driver, check=check)
         spec = self.index_spec
         if spec is None:
             return

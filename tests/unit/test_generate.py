@@ -36,6 +36,17 @@ def test_generated_modules_are_current(target: object) -> None:
     assert current.startswith(f"# generated from {target.source}")  # type: ignore[attr-defined]
 
 
+def test_the_saver_is_generated_with_the_bridged_methods_renamed() -> None:
+    from langgraph_pg_saver.checkpoint.saver_async import AsyncPostgresSaver
+
+    twins = TOOL.coroutine_twins(
+        "langgraph_pg_saver/checkpoint/saver_async.py", "AsyncPostgresSaver"
+    )
+    assert twins == {f"a{name}": name for name in AsyncPostgresSaver._BRIDGED}
+    (saver,) = (t for t in TOOL.TARGETS if t.target.endswith("checkpoint/saver.py"))
+    assert twins.items() <= saver.renames.items()
+
+
 def test_keywords_names_strings_and_comments() -> None:
     src = (
         "async def aget_tuple(pool: AsyncConnectionPool) -> None:\n"

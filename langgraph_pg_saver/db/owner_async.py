@@ -1,0 +1,128 @@
+# [async-only]
+"""AsyncPoolOwner: what the async saver and store share as owners of a connection pool.
+
+This is the source of ``db/owner.py`` (``PoolOwner``; ``tools/async_to_sync.py`` writes it):
+change this file, then run ``make generate``. ``from_conn_string`` keeps its own signature in each
+class (their options differ); the pool it makes, ``open``, ``close`` and the context manager are
+written here once.
+"""
+# [/async-only]
+# [sync-only]
+# """PoolOwner: what the sync saver and store share as owners of a connection pool.
+#
+# Generated from the async module of the same name (``make generate``)."""
+# [/sync-only]
+
+from __future__ import annotations
+
+import types
+from types import TracebackType
+from typing import Any, ClassVar
+
+from psycopg_pool import AsyncConnectionPool
+from typing_extensions import Self
+
+from langgraph_pg_saver.db import pool as _pool
+from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
+
+
+class AsyncPoolOwner:
+    """A class whose instances run their statements through a driver (``_driver``), and may own
+    its pool (made by their ``from_conn_string``).
+
+    ``_noun`` ("saver", "store") is the word the docstrings of ``open`` and ``close`` use: each
+    subclass gets its own copy of them, worded for it.
+    """
+
+    _driver: AsyncDriver
+    _noun: ClassVar[str] = "owner"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("open", "close"):
+            method = vars(AsyncPoolOwner)[name]
+            if getattr(cls, name) is not method:  # its own, or a subclass's copy already
+                continue
+            worded = types.FunctionType(
+                method.__code__,
+                method.__globals__,
+                name,
+                method.__defaults__,
+                method.__closure__,
+            )
+            worded.__kwdefaults__ = method.__kwdefaults__
+            worded.__annotations__ = dict(method.__annotations__)
+            worded.__doc__ = (method.__doc__ or "").format(noun=cls._noun)
+            worded.__qualname__ = f"{cls.__qualname__}.{name}"
+            worded.__module__ = cls.__module__
+            setattr(cls, name, worded)
+
+    @staticmethod
+    def _owned_pool(
+        conn_string: str,
+        *,
+        name: str,
+        min_size: int,
+        max_size: int,
+        prepare_threshold: int | None,
+        connect_kwargs: dict[str, Any] | None,
+        timeout: float,
+        pool_kwargs: dict[str, Any] | None = None,
+    ) -> AsyncConnectionPool[Any]:
+        """The pool ``from_conn_string`` makes (closed until :meth:`open`): LIFO, with the
+        connection settings and pool options of ``db/pool.py``."""
+        kwargs = _pool.connect_kwargs(conn_string, prepare_threshold, connect_kwargs)
+        pool: AsyncConnectionPool[Any] = _pool.AsyncLifoConnectionPool(
+            conn_string,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            name=name,
+            **_pool.pool_options(timeout, pool_kwargs),
+        )
+        return pool
+
+    def _own_pool(self) -> Self:
+        """This instance owns its pool (from_conn_string): open and close open and close it."""
+        self._driver.own_pool()
+        return self
+
+    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> Self:
+        """Open the pool this {noun} owns (a no-op for a pool or connection you passed in)."""
+        # [async-only]
+        self._bind_loop()
+        # [/async-only]
+        await self._driver.open(wait=wait, timeout=timeout)
+        return self
+
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Close the {noun}: new calls raise ``SaverClosedError`` at once; calls still running get
+        up to ``timeout`` seconds (None: as long as they take), then are cancelled on the server,
+        and close returns only once they have ended, so nothing of this {noun} commits after it
+        (they raise ``SaverClosedError``). Closes the pool only if ``from_conn_string`` created
+        it."""
+        await self._driver.close(timeout)
+
+    async def __aenter__(self) -> Self:
+        if self._driver.closed:
+            await self.open()
+        # [async-only]
+        self._bind_loop()
+        # [/async-only]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # [async-only]
+    def _bind_loop(self) -> None:
+        """Called as open and ``async with`` start, in the caller's loop: a class that keeps a
+        loop of its own (the store) binds it here; the driver binds its own as it opens."""
+
+    # [/async-only]

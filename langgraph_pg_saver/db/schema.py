@@ -1,0 +1,122 @@
+# generated from langgraph_pg_saver/db/schema_async.py by tools/async_to_sync.py: do not edit
+# (change langgraph_pg_saver/db/schema_async.py, then run `make generate`)
+"""Migrations and health checks over a :class:`Driver`: what ``setup()`` and ``healthcheck()``
+of the sync saver and store run. Generated from the async module of the same name
+(``make generate``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from psycopg import Cursor, errors
+from psycopg.rows import TupleRow
+
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.db.policy import IDLE, in_pipeline
+from langgraph_pg_saver.db.sql import Queries
+from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
+
+logger = logging.getLogger(__name__)
+
+_MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
+_monotonic = time.monotonic
+
+
+def healthcheck(driver: Driver) -> dict[str, Any]:
+    """One round trip, no retry: whether the server answers and the schema is current."""
+    started = _monotonic()
+    report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
+    try:
+        with driver.cursor() as cur:
+            applied = _read_applied(cur, driver.q)
+        report["reachable"] = True
+        report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
+        report["schema_current"] = applied is not None and not _migrate.pending(
+            driver.q.schema, applied
+        )
+        report["ok"] = report["schema_current"]
+        if not report["schema_current"]:
+            report["error"] = "the schema needs setup() (migrations are pending)"
+    except Exception as exc:
+        report["error"] = f"{type(exc).__name__}: {exc}".strip()
+    report["stats"] = driver.stats()
+    return report
+
+
+def migrate(driver: Driver, *, check: bool) -> None:
+    """Apply the pending migrations under the migration lock (see ``db/migrate.py``); with
+    ``check``, change nothing and raise unless the schema is current."""
+    try:
+        _migrate_once(driver, check=check)
+    except errors.InsufficientPrivilege as exc:
+        schema = driver.q.schema
+        if check:
+            raise PrivilegeError(
+                f"{driver.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
+                "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
+                f"{schema} (docs/guide.md, 'Roles without DDL rights')"
+            ) from exc
+        raise PrivilegeError(
+            f"{driver.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
+            f"schema's migrations needs a role that may create tables in schema "
+            f"{schema} (and the schema itself if it does not exist). Run setup() once "
+            "with such a role (a deploy step), and setup(check=True) in the application "
+            "(docs/guide.md, 'Roles without DDL rights')"
+        ) from exc
+
+
+def _migrate_once(driver: Driver, *, check: bool) -> None:
+    q = driver.q
+    with driver.cursor() as cur:
+        applied = _read_applied(cur, q)
+        if not _migrate.pending(q.schema, applied):
+            return
+        if check:
+            _migrate.check(q.schema, applied)
+        conn = cur.connection
+        if in_pipeline(conn):
+            raise PgSaverError(
+                "setup() cannot apply migrations on a connection in pipeline mode (their DDL "
+                "runs as several statements at once): call setup() before entering "
+                "conn.pipeline(), or on another connection"
+            )
+        with conn.transaction():
+            key = {"key": _migrate.lock_key(q.schema)}
+            cur.execute(q["migrations_lock"], key, prepare=False)
+            cur.execute(q["schema_exists"], {"schema": q.schema}, prepare=False)
+            row = cur.fetchone()
+            if not (row and row[0]):
+                cur.execute(q["schema_create"], prepare=False)
+            cur.execute(q["migrations_bootstrap"], prepare=False)
+            cur.execute(q["migrations_bootstrap_additive"], prepare=False)
+            cur.execute(q["migrations_applied"], prepare=False)
+            applied = _migrate.applied_from_rows(cur.fetchall())
+            for mig in _migrate.pending(q.schema, applied):
+                logger.info(
+                    "applying migration %04d_%s to schema %s", mig.version, mig.name, q.schema
+                )
+                # several statements: the simple query protocol of a text cursor
+                with conn.cursor(binary=False) as ddl:
+                    ddl.execute(q.migration(mig), prepare=False)
+                cur.execute(
+                    q["migrations_record"],
+                    {"version": mig.version, "name": mig.name, "additive": mig.additive},
+                    prepare=False,
+                )
+
+
+def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    conn = cur.connection
+    # inside the caller's transaction, a savepoint keeps a missing table from aborting it
+    guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
+    try:
+        with guard:
+            cur.execute(q["migrations_applied"], prepare=False)
+            rows = cur.fetchall()
+    except _MISSING_SCHEMA:
+        return None
+    return _migrate.applied_from_rows(rows)
