@@ -236,6 +236,9 @@ def short(value: Any, width: int) -> str:
     return text
 
 
+# --------------------------------------------------------------------------- progress and reports
+
+
 def resume_hint(last: str | None) -> str:
     if last is None:
         return "Run the same command again."
@@ -339,11 +342,7 @@ def print_report(report: Report, as_json: bool, verb: str, *, err: bool = False)
 
 
 # --------------------------------------------------------------------------- destructive commands
-# Each shows its plan (a dry run's counts) and asks on a terminal (stdin) unless --yes, and has
-# --dry-run. A thread id that has no checkpoints is named on stderr and fails the command (exit 1)
-# before anything changes, unless --missing-ok (delete-thread, prune --thread): then the threads
-# that exist are processed and the unknown ids named in a warning. --json output is the report
-# (the plan's, with "dry_run": true, when nothing was done), "missing" included.
+# The plan, the question and the refusal of unknown ids (the protocol: cli/lifecycle.py).
 
 #: what a dry run adds after naming an unknown id (without --missing-ok, the run would refuse)
 WOULD_REFUSE = ": the command would change nothing (or pass --missing-ok)"

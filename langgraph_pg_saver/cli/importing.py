@@ -161,7 +161,7 @@ def _import_notes(report: ImportReport) -> list[str]:
 
 def _verify(saver: PostgresSaver, source_schema: str, start_after: str) -> dict[str, Any]:
     try:
-        return ops.as_dict(ops.verify_import(saver, source_schema, start_after))
+        return ops.verify_import(saver, source_schema, start_after).as_dict()
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("langgraph.checkpoint.postgres"):
             raise

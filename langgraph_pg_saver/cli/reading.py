@@ -71,7 +71,7 @@ def threads(
     more = bool(limit) and len(rows) > limit
     rows = rows[:limit] if limit else rows
     if as_json:
-        emit_json([ops.as_dict(r) for r in rows])
+        emit_json([r.as_dict() for r in rows])
     else:
         table(None, *thread_table(rows))
         if more:
@@ -108,7 +108,7 @@ def history(
     if not rows:
         raise Failure(f"thread {thread_id!r} has no checkpoints")
     if as_json:
-        emit_json([ops.as_dict(r) for r in rows])
+        emit_json([r.as_dict() for r in rows])
         return
     table(
         f"thread {thread_id!r}",

@@ -12,11 +12,11 @@ import psycopg
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
-from langgraph_pg_saver.ops.reports import _schema_version, as_dict, one_line
+from langgraph_pg_saver.ops.reports import Record, _schema_version, one_line
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Record):
     check: str
     status: str  # OK, WARN or FAIL
     detail: str
@@ -24,7 +24,7 @@ class Check:
 
 
 @dataclass
-class DoctorReport:
+class DoctorReport(Record):
     checks: list[Check] = field(default_factory=list)
 
     def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
@@ -35,7 +35,7 @@ class DoctorReport:
         return not any(c.status == "FAIL" for c in self.checks)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [as_dict(c) for c in self.checks]}
+        return {"ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
 
 
 def _server_words(exc: BaseException) -> str:

@@ -15,17 +15,24 @@ from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.errors import SchemaMissingError
 
 
-def as_dict(obj: Any) -> dict[str, Any]:
+def _fields_of(obj: Any) -> dict[str, Any]:
     """A report's fields, in order, values as they are (``dataclasses.asdict`` would deep-copy
     decoded channel values)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+class Record:
+    """A report's row: :meth:`as_dict` is what ``--json`` prints of it."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return _fields_of(self)
 
 
 # --------------------------------------------------------------------------- the schema's version
 
 
 @dataclass(frozen=True)
-class SchemaVersion:
+class SchemaVersion(Record):
     """Where a schema stands: whether it exists and holds our tables, the migrations applied
     (version: additive) and the newest this package knows (``head``)."""
 
@@ -71,7 +78,7 @@ def _schema_version(driver: Driver) -> SchemaVersion:
 
 
 @dataclass(frozen=True)
-class TableRow:
+class TableRow(Record):
     table: str
     rows: int | None
     bytes: int
@@ -79,7 +86,7 @@ class TableRow:
 
 
 @dataclass(frozen=True)
-class ThreadRow:
+class ThreadRow(Record):
     thread_id: str
     checkpoints: int
     bytes: int
@@ -87,7 +94,7 @@ class ThreadRow:
 
 
 @dataclass(frozen=True)
-class Status:
+class Status(Record):
     schema: str
     migration: int | None
     current_migration: int
@@ -102,9 +109,9 @@ class Status:
     top_by_checkpoints: list[ThreadRow]
 
     def as_dict(self) -> dict[str, Any]:
-        out = as_dict(self)
+        out = _fields_of(self)
         for key in ("tables", "top_by_bytes", "top_by_checkpoints"):
-            out[key] = [as_dict(r) for r in out[key]]
+            out[key] = [_fields_of(r) for r in out[key]]
         return out
 
 
@@ -211,7 +218,7 @@ def _newer(a: Any, b: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class HistoryRow:
+class HistoryRow(Record):
     """One checkpoint of a thread: its run id as stored (the one delete_for_runs takes), the
     nodes it schedules next, its pending writes' (task, channel) and the rest of its metadata."""
 
@@ -264,7 +271,7 @@ def history(
 
 
 @dataclass(frozen=True)
-class Shown:
+class Shown(Record):
     """A checkpoint's state: its channel values as stored (LangGraph's internal channels only
     when asked), and for each DeltaChannel whose value is not stored at it, its seed and the
     writes since (``delta_channels``: the graph's reducer rebuilds the value)."""
@@ -277,7 +284,7 @@ class Shown:
     pending_writes: list[tuple[str, str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        out = as_dict(self)
+        out = _fields_of(self)
         out["pending_writes"] = [list(w) for w in self.pending_writes]
         return out
 

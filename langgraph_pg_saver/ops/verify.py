@@ -8,10 +8,11 @@ from typing import Any
 from psycopg import sql
 
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.ops.reports import Record
 
 
 @dataclass(frozen=True)
-class ImportVerification:
+class ImportVerification(Record):
     threads: int
     checkpoints: int
     different: list[str]
