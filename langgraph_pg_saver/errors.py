@@ -3,12 +3,51 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from psycopg_pool import PoolTimeout
 
 
+@dataclass(frozen=True)
+class Hint:
+    """What an error's message tells the reader to do, in the API's words (``api``: an argument,
+    a method) and in the command line's (``cli``: its option or command)."""
+
+    api: str
+    cli: str
+
+
+#: setup() is ``langgraph-pg-saver setup`` on the command line
+SETUP_HINT = Hint("Run setup() (or `langgraph-pg-saver setup`)", "Run `langgraph-pg-saver setup`")
+#: a strict KeyringSerializer's way out, for the API and for the command line
+NO_STRICT_HINT = Hint("pass strict=False", "pass --no-strict")
+#: copy_thread's way to replace a target
+OVERWRITE_HINT = Hint("Pass overwrite=True", "pass --overwrite")
+
+
 class PgSaverError(Exception):
-    """Base class of every error this package raises on its own account."""
+    """Base class of every error this package raises on its own account.
+
+    ``hint``: what the message says to do, where the command line says it in other words (set by
+    the error that builds its message with :meth:`_hinted`); ``str(error)`` says it the API's way,
+    :meth:`cli_message` the command line's.
+    """
+
+    hint: Hint | None = None
+    _around: tuple[str, str] = ("", "")
+
+    def _hinted(self, before: str, hint: Hint, after: str = "") -> str:
+        """The message ``before + hint.api + after``, its parts kept for :meth:`cli_message`."""
+        self.hint = hint
+        self._around = (before, after)
+        return before + hint.api + after
+
+    def cli_message(self) -> str:
+        """The message as the command line prints it: the hint in its words."""
+        if self.hint is None:
+            return str(self)
+        before, after = self._around
+        return before + self.hint.cli + after
 
 
 class InvalidSchemaNameError(PgSaverError, ValueError):
@@ -39,9 +78,31 @@ class SchemaOutdatedError(SchemaError):
             else f"is at migration {max(self.applied)}"
         )
         super().__init__(
-            f"checkpoint schema {schema!r} {state}; missing migrations {list(self.missing)}. "
-            "Run setup() (or `langgraph-pg-saver setup`) with a role that may create tables in "
-            "that schema."
+            self._hinted(
+                f"checkpoint schema {schema!r} {state}; missing migrations {list(self.missing)}. ",
+                SETUP_HINT,
+                " with a role that may create tables in that schema.",
+            )
+        )
+
+
+def _no_tables_hint(schema: str) -> Hint:
+    return Hint(
+        f"run setup() with schema={schema!r}, or pass the right schema and connection string",
+        f"run `langgraph-pg-saver --schema {schema} setup`, or pass the right --schema / --dsn",
+    )
+
+
+class SchemaMissingError(SchemaError):
+    """The schema holds no tables of langgraph-pg-saver (never set up, or another schema): what
+    the operators' reports (``langgraph_pg_saver.ops``) raise; the savers raise SchemaOutdatedError."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        super().__init__(
+            self._hinted(
+                f"schema {schema!r} has no langgraph-pg-saver tables: ", _no_tables_hint(schema)
+            )
         )
 
 
@@ -119,8 +180,12 @@ class ThreadNotEmptyError(PgSaverError, ValueError):
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(
-            f"copy_thread: target thread {thread_id!r} already has checkpoints; nothing was copied. "
-            "Pass overwrite=True to replace them."
+            self._hinted(
+                f"copy_thread: target thread {thread_id!r} already has checkpoints; nothing was "
+                "copied. ",
+                OVERWRITE_HINT,
+                " to replace them.",
+            )
         )
 
 
@@ -226,6 +291,20 @@ class DecryptionError(PgSaverError, ValueError):
         super().__init__(message)
         self.key_id = key_id
         self.where = where
+
+    @classmethod
+    def unsealed(cls, where: str, stored: str, what: str) -> DecryptionError:
+        """A strict KeyringSerializer's refusal of a value ``where`` that it did not seal
+        (``stored``: how it is stored); ``what``: what ``strict=False`` reads then."""
+        err = cls("", where=where)
+        err.args = (
+            err._hinted(
+                f"{where} is {stored}, and the KeyringSerializer is strict (",
+                NO_STRICT_HINT,
+                f" to read such {what} while reencrypt converts them)",
+            ),
+        )
+        return err
 
 
 class CorruptValueError(PgSaverError, ValueError):

@@ -1657,6 +1657,28 @@ WHERE thread_id = %(thread_id)s
 WITH RECURSIVE {_threads_after}
 SELECT count(*) FROM t WHERE thread_id IS NOT NULL
 
+-- name: ops_schema
+-- Whether the schema exists, and whether it holds our migrations table (ops.schema_version).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s),
+       to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations') IS NOT NULL
+
+-- name: ops_ping
+-- doctor's round trip.
+SELECT 1 AS lgps_ping
+
+-- name: ops_probe
+-- doctor's probe of prepared statements through a pooling proxy (sent with prepare=True).
+SELECT 1 AS lgps_probe
+
+-- name: ops_search_path
+-- The session's search_path, then set to %(path)s (a quoted schema): the official saver's unqualified
+-- tables, read by import-official's verification; set back with the value returned.
+SELECT current_setting('search_path'), set_config('search_path', %(path)s, false)
+
+-- name: ops_source_threads
+-- The official saver's threads after %(after)s, in the schema search_path names (ops_search_path).
+SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %(after)s ORDER BY 1
+
 -- ============================================================================ the Store
 -- Rows of items: prefix, key, value, value_exact, created_at, updated_at, ttl_minutes
 -- (_store.row_to_item). Expired rows are left out unless %(omit_expired)s is false.

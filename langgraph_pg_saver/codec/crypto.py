@@ -265,11 +265,7 @@ class KeyringSerializer(SerializerProtocol):
         if not type_.endswith(SUFFIX):
             if self.keyring.strict:
                 at = describe(parts, channel)
-                raise DecryptionError(
-                    f"{at} is stored unencrypted (type {type_!r}), and the KeyringSerializer is "
-                    "strict (pass strict=False to read such values while reencrypt converts them)",
-                    where=at,
-                )
+                raise DecryptionError.unsealed(at, f"stored unencrypted (type {type_!r})", "values")
             return None
         inner = type_[: -len(SUFFIX)]
         aad = place(*parts, inner) if parts else UNBOUND + place(inner)

@@ -1,0 +1,153 @@
+"""``setup``, ``status`` and ``doctor``: the schema, what the tables hold, and the checks."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import psycopg
+
+from langgraph_pg_saver import ops
+from langgraph_pg_saver.cli._common import (
+    Ctx,
+    emit_json,
+    human_bytes,
+    json_option,
+    pass_ctx,
+    table,
+    thread_table,
+    when,
+)
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db.sql import queries_for
+from langgraph_pg_saver.errors import InvalidSchemaNameError, SchemaOutdatedError
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 naming what is missing.")
+@click.option("--sql", "print_sql", is_flag=True, help="Print the DDL; connect to nothing.")
+@click.option(
+    "--from",
+    "after",
+    type=int,
+    default=0,
+    show_default=True,
+    help="With --sql: only migrations after this version.",
+)
+@json_option
+@pass_ctx
+def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> None:
+    """Apply the schema's migrations (safe from many workers at once)."""
+    if print_sql:
+        if check or as_json:
+            raise click.UsageError("--sql prints the DDL; it does not go with --check or --json")
+        try:
+            queries_for(c.schema)
+        except InvalidSchemaNameError as exc:
+            raise click.BadParameter(str(exc), param_hint="--schema") from None
+        try:
+            click.echo(_migrate.script(c.schema, after=after), nl=False)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--from") from None
+        return
+    if after:
+        raise click.UsageError("--from goes with --sql")
+    head = _migrate.head()
+    try:
+        with c.saver(check=False) as saver:
+            saver.setup(check=check)
+    except SchemaOutdatedError as exc:
+        if as_json:
+            emit_json(
+                {
+                    "schema": c.schema,
+                    "current": False,
+                    "applied": list(exc.applied),
+                    "missing": list(exc.missing),
+                }
+            )
+            sys.exit(1)
+        raise
+    if as_json:
+        emit_json(
+            {
+                "schema": c.schema,
+                "current": True,
+                "applied": list(range(1, head + 1)),
+                "missing": [],
+            }
+        )
+    else:
+        click.echo(
+            f"schema {c.schema!r} is current (migration {head})"
+            if check
+            else f"schema {c.schema!r} is set up (migration {head})"
+        )
+
+
+@click.command()
+@json_option
+@pass_ctx
+def doctor(c: Ctx, as_json: bool) -> None:
+    """Check the connection, server, schema, pooler, privileges and tables; exit 1 on a FAIL."""
+    queries_for(c.schema)  # a name that is not a schema's fails the command before any check
+    report = ops.DoctorReport()
+    try:
+        with c.saver(check=False) as saver:
+            ops.doctor(saver, report)
+    except psycopg.OperationalError as exc:
+        report.add(
+            "connection",
+            "FAIL",
+            ops.one_line(exc),
+            "check --dsn / $LANGGRAPH_PG_DSN, the server, the network and the password",
+        )
+    except psycopg.Error as exc:  # a check that could not run is a failure, reported like one
+        report.add("doctor", "FAIL", ops.one_line(exc), "run with the role the application uses")
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        colour = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
+        for line in report.checks:
+            mark = click.style(f"{line.status:<4}", fg=colour[line.status], bold=True)
+            click.echo(f"{mark} {line.check}: {line.detail}")
+            if line.fix:
+                click.echo(f"     fix: {line.fix}")
+    if not report.ok:
+        sys.exit(1)
+
+
+@click.command()
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Threads to list by bytes and by checkpoints (0: none).",
+)
+@json_option
+@pass_ctx
+def status(c: Ctx, top: int, as_json: bool) -> None:
+    """Schema version, tables, threads, the oldest and newest checkpoint, the largest threads."""
+    with c.saver(check=False) as saver:
+        st = ops.status(saver, top)
+    if as_json:
+        emit_json(st.as_dict())
+        return
+    click.echo(f"schema {c.schema!r}: migration {st.migration} (current {st.current_migration})")
+    click.echo(
+        f"{st.threads:,} threads, {st.checkpoints:,} checkpoints, {st.writes:,} writes, "
+        f"{st.blobs:,} blobs; oldest {when(st.oldest_checkpoint)}, "
+        f"newest {when(st.newest_checkpoint)}"
+    )
+    table(
+        "tables",
+        ["table", "rows", "size", "dead rows"],
+        [(t.table, t.rows, human_bytes(t.bytes), t.dead_rows) for t in st.tables],
+    )
+    for title, rows in (
+        ("largest threads", st.top_by_bytes),
+        ("longest threads", st.top_by_checkpoints),
+    ):
+        if rows:
+            table(title, *thread_table(rows))

@@ -1,0 +1,238 @@
+"""The doctor's checks: connection, server, schema, pooler, privileges, compression, jit, bloat."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
+from langgraph_pg_saver.ops.reports import Record, _schema_version, one_line
+
+
+@dataclass(frozen=True)
+class Check(Record):
+    check: str
+    status: str  # OK, WARN or FAIL
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class DoctorReport(Record):
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+        self.checks.append(Check(check, status, detail, fix))
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status == "FAIL" for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
+
+
+def _server_words(exc: BaseException) -> str:
+    """The server's own words for an error the driver explained (a PrivilegeError's cause)."""
+    cause = exc.__cause__
+    return one_line(cause if isinstance(exc, PrivilegeError) and cause is not None else exc)
+
+
+def doctor(saver: PostgresSaver, report: DoctorReport | None = None) -> DoctorReport:
+    """The connection, server, schema, pooler, privileges, compression, jit and bloat, each OK,
+    WARN or FAIL with what to do. A check that could not run is a FAIL; a connection lost on the
+    way is reported as the connection's."""
+    report = DoctorReport() if report is None else report
+    try:
+        _doctor_checks(report, saver._driver)
+    except psycopg.OperationalError as exc:
+        report.add(
+            "connection",
+            "FAIL",
+            one_line(exc),
+            "check --dsn / $LANGGRAPH_PG_DSN, the server, the network and the password",
+        )
+    except (psycopg.Error, PrivilegeError) as exc:
+        report.add("doctor", "FAIL", _server_words(exc), "run with the role the application uses")
+    return report
+
+
+def _doctor_checks(doc: DoctorReport, driver: Driver) -> None:
+    q = driver.q
+    schema = q.schema
+    with driver.connection() as conn, driver.cursor_on(conn) as cur:
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            cur.execute(q["ops_ping"])
+            cur.fetchone()
+            times.append(time.perf_counter() - t0)
+        info = conn.info
+        doc.add(
+            "connection",
+            "OK",
+            f"{info.host}:{info.port}/{info.dbname} as {info.user}, round trip "
+            f"{statistics.median(times) * 1000:.2f} ms",
+        )
+        cur.execute(q["backend_pid"], prepare=False)
+        pid_row = cur.fetchone()
+        direct = pid_row is not None and pid_row[0] == info.backend_pid
+        works = direct or _prepared_probe(cur, q["ops_probe"])
+    settings = driver.fetch_one(q["ops_settings"], {})
+    assert settings is not None  # settings: one row
+    version, version_num, jit, toast, has_lz4, role = settings
+    doc.add(
+        "server",
+        "OK" if version_num >= 130000 else "WARN",
+        f"PostgreSQL {version}",
+        "" if version_num >= 130000 else "PostgreSQL 13 or newer is supported",
+    )
+    try:
+        found = _schema_version(driver)
+    except PrivilegeError as exc:
+        doc.add(
+            "schema",
+            "FAIL",
+            f"cannot read the schema's version: {_server_words(exc)}",
+            "docs/guide.md 'Roles without DDL rights': GRANT SELECT ON pgsaver_migrations (and the tables)",
+        )
+        _privileges(doc, driver, role)
+        return
+    if not found.exists:
+        doc.add(
+            "schema",
+            "FAIL",
+            f"schema {schema!r} does not exist",
+            f"langgraph-pg-saver --schema {schema} setup (or pass the right --schema)",
+        )
+        return
+    applied = found.applied
+    try:
+        todo = found.pending()
+    except PgSaverError as exc:
+        doc.add("schema", "FAIL", one_line(exc), "upgrade langgraph-pg-saver")
+    else:
+        if not applied:
+            doc.add(
+                "schema",
+                "FAIL",
+                f"schema {schema!r} is not set up",
+                f"langgraph-pg-saver --schema {schema} setup",
+            )
+        elif todo:
+            doc.add(
+                "schema",
+                "FAIL",
+                f"at migration {max(applied)}, missing {todo}",
+                f"langgraph-pg-saver --schema {schema} setup (with a role that may create tables)",
+            )
+        else:
+            doc.add(
+                "schema", "OK", f"{schema!r} at migration {max(applied)} (current: {found.head})"
+            )
+    if direct:
+        doc.add("pooler", "OK", "direct connection: hot-path statements are prepared after 5 uses")
+    else:
+        doc.add(
+            "pooler",
+            "OK",
+            "a pooling proxy sits in between (the server's process id differs from the one the "
+            "connection was given); prepared statements "
+            + (
+                "worked in this probe, but are not guaranteed across transactions there"
+                if works
+                else "do not work through it"
+            )
+            + ": the saver detects it and prepares nothing",
+        )
+    if not _privileges(doc, driver, role) or not applied:
+        return
+    _table_checks(doc, driver, jit, toast, has_lz4, role)
+
+
+def _table_checks(
+    doc: DoctorReport, driver: Driver, jit: str, toast: str, has_lz4: bool, role: str
+) -> None:
+    q = driver.q
+    tables = {r[0]: r for r in driver.fetch_all(q["ops_tables"], {"schema": q.schema})}
+    if not has_lz4:
+        doc.add("compression", "OK", "this server has no lz4; values are compressed with pglz")
+    else:
+        cols = driver.fetch_all(q["ops_compression"], {"schema": q.schema})
+        pglz = [f"{t}.{a}" for t, a, m in cols if m == "p" or (m == "" and toast != "lz4")]
+        if pglz:
+            doc.add(
+                "compression",
+                "WARN",
+                f"large values are compressed with pglz ({', '.join(pglz)}); lz4 is several "
+                "times faster at a similar ratio",
+                "ALTER SYSTEM SET default_toast_compression = 'lz4'; SELECT pg_reload_conf(); "
+                "(new rows; or ALTER TABLE ... ALTER COLUMN ... SET COMPRESSION lz4)",
+            )
+        else:
+            doc.add("compression", "OK", "lz4")
+    rows = int(tables["pgsaver_checkpoints"][1]) if "pgsaver_checkpoints" in tables else 0
+    if jit == "on" and rows >= 1_000_000:
+        doc.add(
+            "jit",
+            "WARN",
+            f"jit is on and pgsaver_checkpoints holds about {rows:,} rows: a generic plan's "
+            "estimates can cross jit_above_cost and compile for tens of milliseconds",
+            f"ALTER ROLE {role} SET jit = off",
+        )
+    else:
+        doc.add("jit", "OK", f"jit = {jit}" + (f", {rows:,} checkpoints" if rows else ""))
+    bloated = []
+    for name, (_, _, total, _, live, dead, _) in tables.items():
+        if dead > 10_000 and dead > 0.2 * (live + dead):
+            bloated.append(f"{name}: {dead:,} dead of {live + dead:,} rows ({_human_bytes(total)})")
+    if bloated:
+        doc.add(
+            "bloat",
+            "WARN",
+            "; ".join(bloated),
+            "VACUUM (ANALYZE) the tables, and check that autovacuum keeps up after prune jobs",
+        )
+    elif tables:
+        doc.add("bloat", "OK", "dead rows under 20% in every table")
+
+
+def _privileges(doc: DoctorReport, driver: Driver, role: str) -> bool:
+    missing = driver.fetch_all(driver.q["missing_privileges"], {"schema": driver.q.schema})
+    if missing:
+        lacks = ", ".join(f"{p} on {t}" for t, p in missing)
+        doc.add(
+            "privileges",
+            "FAIL",
+            f"role {role!r} lacks {lacks}",
+            "docs/guide.md 'Roles without DDL rights': GRANT SELECT, INSERT, UPDATE, DELETE ON the tables, "
+            "SELECT ON pgsaver_migrations",
+        )
+        return False
+    doc.add("privileges", "OK", f"role {role!r} has what the saver needs")
+    return True
+
+
+def _prepared_probe(cur: psycopg.Cursor[Any], probe: bytes) -> bool:
+    """Whether protocol-level prepared statements survive from one transaction to the next."""
+    try:
+        for _ in range(3):
+            cur.execute(probe, prepare=True)
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

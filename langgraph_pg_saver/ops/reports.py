@@ -1,0 +1,335 @@
+"""The read-only reports: the schema's version, status, threads, a thread's history, a checkpoint's
+state, and LangGraph's rule for the nodes a checkpoint schedules next."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.db import migrate as _migrate
+from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.errors import SchemaMissingError
+
+
+def _fields_of(obj: Any) -> dict[str, Any]:
+    """A report's fields, in order, values as they are (``dataclasses.asdict`` would deep-copy
+    decoded channel values)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+class Record:
+    """A report's row: :meth:`as_dict` is what ``--json`` prints of it."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return _fields_of(self)
+
+
+# --------------------------------------------------------------------------- the schema's version
+
+
+@dataclass(frozen=True)
+class SchemaVersion(Record):
+    """Where a schema stands: whether it exists and holds our tables, the migrations applied
+    (version: additive) and the newest this package knows (``head``)."""
+
+    schema: str
+    exists: bool
+    tables: bool
+    applied: dict[int, bool]
+    head: int
+
+    @property
+    def migration(self) -> int | None:
+        return max(self.applied) if self.applied else None
+
+    def pending(self) -> list[int]:
+        """The versions to apply; raises SchemaTooNewError when the schema is newer than this
+        package knows."""
+        return [m.version for m in _migrate.pending(self.schema, self.applied)]
+
+    def require_tables(self) -> SchemaVersion:
+        """Itself; raises :class:`SchemaMissingError` without our tables."""
+        if not self.tables:
+            raise SchemaMissingError(self.schema)
+        return self
+
+
+def schema_version(saver: PostgresSaver) -> SchemaVersion:
+    """The one reading of a schema's version (status, threads, doctor). A role that may not read
+    ``pgsaver_migrations`` gets the driver's PrivilegeError."""
+    return _schema_version(saver._driver)
+
+
+def _schema_version(driver: Driver) -> SchemaVersion:
+    q = driver.q
+    row = driver.fetch_one(q["ops_schema"], {"schema": q.schema})
+    exists, tables = (bool(row[0]), bool(row[1])) if row is not None else (False, False)
+    applied: dict[int, bool] = {}
+    if tables:
+        applied = _migrate.applied_from_rows(driver.fetch_all(q["migrations_applied"], {}))
+    return SchemaVersion(q.schema, exists, tables, applied, _migrate.head())
+
+
+# --------------------------------------------------------------------------- status, threads
+
+
+@dataclass(frozen=True)
+class TableRow(Record):
+    table: str
+    rows: int | None
+    bytes: int
+    dead_rows: int
+
+
+@dataclass(frozen=True)
+class ThreadRow(Record):
+    thread_id: str
+    checkpoints: int
+    bytes: int
+    last_activity: datetime | None
+
+
+@dataclass(frozen=True)
+class Status(Record):
+    schema: str
+    migration: int | None
+    current_migration: int
+    tables: list[TableRow]
+    threads: int
+    checkpoints: int
+    writes: int
+    blobs: int
+    oldest_checkpoint: datetime | None
+    newest_checkpoint: datetime | None
+    top_by_bytes: list[ThreadRow]
+    top_by_checkpoints: list[ThreadRow]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = _fields_of(self)
+        for key in ("tables", "top_by_bytes", "top_by_checkpoints"):
+            out[key] = [_fields_of(r) for r in out[key]]
+        return out
+
+
+def status(saver: PostgresSaver, top: int = 10) -> Status:
+    """The schema's version, its tables (rows counted exactly where cheap enough to), threads,
+    the oldest and newest checkpoint, and the ``top`` largest and longest threads. Raises
+    :class:`SchemaMissingError` without our tables."""
+    version = schema_version(saver).require_tables()
+    driver = saver._driver
+    q = driver.q
+    tables = driver.fetch_all(q["ops_tables"], {"schema": q.schema})
+    counts = driver.fetch_one(q["ops_counts"], {})
+    assert counts is not None  # an aggregate: one row
+    n_threads, checkpoints, writes, blobs, oldest, newest = counts
+    items = None
+    if any(t[0] == "pgsaver_store" for t in tables):
+        row = driver.fetch_one(q["ops_store_count"], {})
+        items = row[0] if row is not None else 0
+    exact = {
+        "pgsaver_checkpoints": checkpoints,
+        "pgsaver_writes": writes,
+        "pgsaver_blobs": blobs,
+        "pgsaver_store": items,
+        "pgsaver_migrations": len(version.applied),
+    }
+    return Status(
+        schema=q.schema,
+        migration=version.migration,
+        current_migration=version.head,
+        tables=[TableRow(t[0], exact.get(t[0], t[1]), t[2], t[5]) for t in tables],
+        threads=n_threads,
+        checkpoints=checkpoints,
+        writes=writes,
+        blobs=blobs,
+        oldest_checkpoint=oldest,
+        newest_checkpoint=newest,
+        top_by_bytes=threads(saver, limit=top, order="bytes") if top else [],
+        top_by_checkpoints=threads(saver, limit=top, order="checkpoints") if top else [],
+    )
+
+
+def threads(
+    saver: PostgresSaver,
+    flt: Mapping[str, Any] | None = None,
+    idle_for: timedelta | None = None,
+    limit: int | None = None,
+    order: str = "activity",
+) -> list[ThreadRow]:
+    """Threads with their last activity, checkpoints and bytes (rows of all three tables):
+    newest activity first (``order="activity"``), or the largest (``"bytes"``) or longest
+    (``"checkpoints"``) first; only those with a checkpoint whose metadata holds ``flt``, or idle
+    longer than ``idle_for``."""
+    driver = saver._driver
+    rows = driver.fetch_all(
+        driver.q["ops_threads"],
+        {
+            "filter": json.dumps(flt) if flt else None,
+            "idle_for": idle_for,
+            "limit": limit,
+            "order": order,
+        },
+    )
+    return [ThreadRow(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+
+def thread_count(saver: PostgresSaver, start_after: str = "") -> int:
+    """How many threads sort after ``start_after`` (what a prune of them all walks)."""
+    driver = saver._driver
+    row = driver.fetch_one(driver.q["ops_thread_count"], {"after": start_after})
+    return int(row[0]) if row is not None else 0
+
+
+# --------------------------------------------------------------------------- history, show
+
+
+def next_nodes(checkpoint: Mapping[str, Any]) -> list[str]:
+    """The nodes a checkpoint schedules next, as LangGraph decides for a StateGraph: a trigger
+    channel (``branch:to:<node>``, or ``__start__`` for the input) that holds a value newer than
+    what its node has seen."""
+    versions = checkpoint.get("channel_versions") or {}
+    values = checkpoint.get("channel_values") or {}
+    seen = checkpoint.get("versions_seen") or {}
+    out = []
+    for channel, version in versions.items():
+        if channel == "__start__":
+            node = channel
+        elif isinstance(channel, str) and channel.startswith("branch:to:"):
+            node = channel[len("branch:to:") :]
+        else:
+            continue
+        if channel not in values:  # consumed
+            continue
+        before = (seen.get(node) or {}).get(channel)
+        if before is None or _newer(version, before):
+            out.append(node)
+    return sorted(out)
+
+
+def _newer(a: Any, b: Any) -> bool:
+    try:
+        return bool(a > b)
+    except TypeError:
+        return str(a) > str(b)
+
+
+@dataclass(frozen=True)
+class HistoryRow(Record):
+    """One checkpoint of a thread: its run id as stored (the one delete_for_runs takes), the
+    nodes it schedules next, its pending writes' (task, channel) and the rest of its metadata."""
+
+    checkpoint_id: str
+    checkpoint_ns: str
+    run_id: str | None
+    parent_checkpoint_id: str | None
+    step: Any
+    source: Any
+    next: list[str]
+    writes: list[list[str]]
+    metadata: dict[str, Any]
+
+
+def history(
+    saver: PostgresSaver, thread_id: str, checkpoint_ns: str | None = None, limit: int | None = None
+) -> list[HistoryRow]:
+    """A thread's newest ``limit`` checkpoints (of one namespace, or all), newest first; [] for a
+    thread without checkpoints."""
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_ns is not None:
+        configurable["checkpoint_ns"] = checkpoint_ns
+    found = list(saver.list({"configurable": configurable}, limit=limit))
+    if not found:
+        return []
+    # a top-level config run id is not in the metadata: the column is what delete_for_runs reads
+    driver = saver._driver
+    stored = driver.fetch_all(driver.q["ops_run_ids"], {"thread_id": thread_id})
+    runs = {(ns, cid): run for ns, cid, run in stored}
+    rows = []
+    for t in found:
+        meta = dict(t.metadata or {})
+        conf = t.config["configurable"]
+        rows.append(
+            HistoryRow(
+                checkpoint_id=conf["checkpoint_id"],
+                checkpoint_ns=conf["checkpoint_ns"],
+                run_id=runs.get((conf["checkpoint_ns"], conf["checkpoint_id"])),
+                parent_checkpoint_id=(t.parent_config or {})
+                .get("configurable", {})
+                .get("checkpoint_id"),
+                step=meta.pop("step", None),
+                source=meta.pop("source", None),
+                next=next_nodes(t.checkpoint),
+                writes=[[task, channel] for task, channel, _ in t.pending_writes or ()],
+                metadata=meta,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class Shown(Record):
+    """A checkpoint's state: its channel values as stored (LangGraph's internal channels only
+    when asked), and for each DeltaChannel whose value is not stored at it, its seed and the
+    writes since (``delta_channels``: the graph's reducer rebuilds the value)."""
+
+    checkpoint_id: str
+    metadata: dict[str, Any]
+    next: list[str]
+    values: dict[str, Any]
+    delta_channels: dict[str, dict[str, Any]]
+    pending_writes: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = _fields_of(self)
+        out["pending_writes"] = [list(w) for w in self.pending_writes]
+        return out
+
+
+def show(
+    saver: PostgresSaver,
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    checkpoint_ns: str = "",
+    show_all: bool = False,
+) -> Shown | None:
+    """A checkpoint (the newest of the namespace without ``checkpoint_id``), or None."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    tup = saver.get_tuple({"configurable": configurable})
+    if tup is None:
+        return None
+    values: dict[str, Any] = {}
+    for k, v in tup.checkpoint["channel_values"].items():
+        if show_all or not (k.startswith("branch:") or k.startswith("__")):
+            values[k] = getattr(v, "value", v) if type(v).__name__ == "_DeltaSnapshot" else v
+    counters = (tup.metadata or {}).get("counters_since_delta_snapshot") or {}
+    versions = tup.checkpoint.get("channel_versions") or {}
+    rebuilt = [c for c in counters if c in versions and c not in values]
+    delta: dict[str, dict[str, Any]] = {}
+    if rebuilt:
+        found = saver.get_delta_channel_history(config=tup.config, channels=rebuilt)
+        for channel, entry in found.items():
+            seed = entry.get("seed")
+            delta[channel] = {
+                "seed": getattr(seed, "value", seed),
+                "writes": [value for _, _, value in entry["writes"]],
+            }
+    return Shown(
+        checkpoint_id=tup.config["configurable"]["checkpoint_id"],
+        metadata=tup.metadata,  # type: ignore[arg-type]
+        next=next_nodes(tup.checkpoint),
+        values=values,
+        delta_channels=delta,
+        pending_writes=list(tup.pending_writes or ()),
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (its type's name when it has none)."""
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
