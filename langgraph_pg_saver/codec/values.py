@@ -226,10 +226,5 @@ def open_exact(serde: SerializerProtocol, exact: bytes | None, clear: Any, parts
     if exact:
         return unpack_typed(serde, exact, parts)
     if isinstance(serde, KeyringSerializer) and serde.strict:
-        where = describe(parts)
-        raise DecryptionError(
-            f"{where} is stored unsealed, and the KeyringSerializer is strict (pass strict=False "
-            "to read such rows while reencrypt converts them)",
-            where=where,
-        )
+        raise DecryptionError.unsealed(describe(parts), "stored unsealed", "rows")
     return clear
