@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -523,6 +525,12 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
     # to BaseCheckpointSaver's, which raises NotImplementedError)
     own = vars(AsyncPostgresSaver)
     assert {n for n in public_sync if f"a{n}" in own} == set(AsyncPostgresSaver._BRIDGED)
+    # the bridges typed for type checkers (saver_async.py, under TYPE_CHECKING) are all made
+    source = Path(inspect.getfile(AsyncPostgresSaver)).read_text(encoding="utf-8")
+    block = source.split("if TYPE_CHECKING:", 1)[1].split("# [/async-only]", 1)[0]
+    typed = set(re.findall(r"^ +(\w+): Callable", block, re.MULTILINE))
+    assert typed, "no typed bridges found"
+    assert typed <= set(AsyncPostgresSaver._BRIDGED)
     assert public_sync - public_async == set()
     # the async saver adds its loop and the async twins of our own extensions
     assert public_async - public_sync <= {

@@ -55,7 +55,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Coroutine
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
@@ -139,6 +139,13 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
     # [async-only]
     #: the names of the sync methods bridged to their coroutine twins (set below the class)
     _BRIDGED: ClassVar[tuple[str, ...]]
+    if TYPE_CHECKING:
+        # the bridges of the methods BaseCheckpointSaver does not declare, typed for callers
+        # (tests/test_saver.py checks that each is bridged)
+        retention: Callable[..., Report]
+        reencrypt: Callable[..., Report]
+        import_official: Callable[..., ImportReport]
+        healthcheck: Callable[..., dict[str, Any]]
     # [/async-only]
 
     def __init__(
