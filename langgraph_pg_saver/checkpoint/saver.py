@@ -20,6 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from langgraph_pg_saver.checkpoint import history as _history
 from langgraph_pg_saver.checkpoint import imports as _import
 from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import legacy as _legacy
@@ -345,7 +346,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
         result: Mapping[str, DeltaChannelHistory] = self._driver.drive(
-            _lifecycle.delta_history(self._q, self.serde, config, channels)
+            _history.delta_history(self._q, self.serde, config, channels)
         )
         return result
 

@@ -29,6 +29,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from langgraph_pg_saver.checkpoint import history as _history
 from langgraph_pg_saver.checkpoint import imports as _import
 from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import legacy as _legacy
@@ -52,57 +53,14 @@ from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissing
 # isort: off
 # [async-only]
 import asyncio
-import functools
-import inspect
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from langgraph_pg_saver.errors import PgSaverError
+from langgraph_pg_saver.checkpoint import bridge as _bridge
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 
 T = TypeVar("T")
-
-
-def _bridge(async_name: str) -> Any:
-    """The sync twin of the coroutine method ``async_name`` (``a<name>``) of AsyncPostgresSaver:
-    runs it on the saver's loop, with PostgresSaver's signature and docstring. ``list`` collects
-    the async iterator there."""
-    name = async_name[1:]
-    sync_method = getattr(PostgresSaver, name)
-
-    if inspect.isasyncgenfunction(getattr(AsyncPostgresSaver, async_name)):
-
-        def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
-            async def collect() -> list[Any]:
-                return [t async for t in getattr(self, async_name)(*args, **kwargs)]
-
-            yield from self._run_sync(collect())
-
-    else:
-
-        def method(self: AsyncPostgresSaver, *args: Any, **kwargs: Any) -> Any:
-            return self._run_sync(getattr(self, async_name)(*args, **kwargs))
-
-    method = functools.wraps(sync_method)(method)
-    method.__qualname__ = f"AsyncPostgresSaver.{name}"
-    method.__module__ = __name__
-    return method
-
-
-def bridged(cls: type) -> tuple[str, ...]:
-    """The sync methods the async saver makes from its coroutine methods: each public
-    ``a<name>`` coroutine (or async generator) method of ``cls`` whose ``<name>`` PostgresSaver
-    defines. tools/async_to_sync.py renames the same methods (``a<name>`` -> ``<name>``) when it
-    writes PostgresSaver from this module."""
-    return tuple(
-        attr[1:]
-        for attr, value in vars(cls).items()
-        if attr.startswith("a")
-        and not attr.startswith("_")
-        and (inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value))
-        and callable(getattr(PostgresSaver, attr[1:], None))
-    )
-
 
 # [/async-only]
 # isort: on
@@ -443,7 +401,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
         result: Mapping[str, DeltaChannelHistory] = await self._driver.drive(
-            _lifecycle.delta_history(self._q, self.serde, config, channels)
+            _history.delta_history(self._q, self.serde, config, channels)
         )
         return result
 
@@ -629,7 +587,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
     # LangGraph calls a saver's sync methods from worker threads (graph.get_state with an async
     # saver, for one). Each runs its async twin on the saver's loop and waits for it; the methods
     # are made from PostgresSaver's, so their signatures and docstrings are the same. They are set
-    # below the class, one for each name of bridged(AsyncPostgresSaver).
+    # below the class, one for each name of bridge.bridged(AsyncPostgresSaver, PostgresSaver).
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -654,9 +612,6 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
 
 # [async-only]
-#: the sync methods made from the coroutine methods (``_BRIDGED``), see :func:`bridged`
-AsyncPostgresSaver._BRIDGED = bridged(AsyncPostgresSaver)
-for _name in AsyncPostgresSaver._BRIDGED:
-    setattr(AsyncPostgresSaver, _name, _bridge(f"a{_name}"))
-del _name
+#: the sync methods made from the coroutine methods (``_BRIDGED``), see checkpoint/bridge.py
+AsyncPostgresSaver._BRIDGED = _bridge.install(AsyncPostgresSaver, PostgresSaver)
 # [/async-only]

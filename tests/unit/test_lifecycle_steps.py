@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from langgraph_pg_saver.checkpoint import history as _history
 from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
 from langgraph_pg_saver.checkpoint.lifecycle import (
     DEFAULT_BATCH,
@@ -257,12 +258,12 @@ BAD_INPUTS: list[Any] = [
     pytest.param(lambda: _lifecycle.delete_for_runs(Q, "run-1"), "single string", id="runs-string"),
     pytest.param(lambda: _lifecycle.delete_for_runs(Q, ["r", None]), "run id", id="runs-none"),
     pytest.param(
-        lambda: _lifecycle.delta_history(Q, SERDE, cfg(thread_id="t"), "messages"),
+        lambda: _history.delta_history(Q, SERDE, cfg(thread_id="t"), "messages"),
         "channels must be a list",
         id="history-channels-string",
     ),
     pytest.param(
-        lambda: _lifecycle.delta_history(Q, SERDE, cfg(), ["messages"]),
+        lambda: _history.delta_history(Q, SERDE, cfg(), ["messages"]),
         "thread_id",
         id="history-no-thread",
     ),
@@ -954,7 +955,7 @@ def test_retention_progress_is_not_called_without_threads() -> None:
 
 def test_delta_history_of_no_channels_runs_nothing() -> None:
     driver = FakeDriver()
-    assert driver.run(_lifecycle.delta_history(Q, SERDE, cfg(thread_id="t"), [])) == {}
+    assert driver.run(_history.delta_history(Q, SERDE, cfg(thread_id="t"), [])) == {}
     assert driver.steps == []
 
 
@@ -980,7 +981,7 @@ def test_delta_history_is_one_hot_path_statement() -> None:
     rows: Rows = [_row(0, "b", "w1", "task-1", depth=1), _row(1, "b", ["seed"], depth=1)]
     driver = FakeDriver({"delta_history[thread,ns]": [rows]})
     config = cfg(thread_id="t", checkpoint_ns="sub")
-    result = driver.run(_lifecycle.delta_history(Q, SERDE, config, ["b", "a", "b"]))
+    result = driver.run(_history.delta_history(Q, SERDE, config, ["b", "a", "b"]))
     assert driver.names() == [("delta_history[thread,ns]",)]
     (step,) = driver.steps
     assert step == Step(
@@ -1004,7 +1005,7 @@ def test_delta_history_is_one_hot_path_statement() -> None:
 def test_delta_history_of_a_checkpoint_id() -> None:
     driver = FakeDriver({"delta_history[thread,ns,id]": [[]]})
     config = cfg(thread_id=7, checkpoint_id="c5")
-    result = driver.run(_lifecycle.delta_history(Q, SERDE, config, ("m",)))
+    result = driver.run(_history.delta_history(Q, SERDE, config, ("m",)))
     assert driver.steps[0].statements[0].params == {
         "thread_id": "7",
         "checkpoint_ns": "",
@@ -1023,7 +1024,7 @@ def test_assemble_history_seeds_and_writes_in_row_order() -> None:
         _row(1, "a", [1, 2], depth=3),
         _row(1, "c", None, depth=0),  # a stored None is a seed too
     ]
-    result = _lifecycle.assemble_history(SERDE, ["a", "b", "c", "d"], rows)
+    result = _history.assemble_history(SERDE, ["a", "b", "c", "d"], rows)
     assert result == {
         "a": {
             "writes": [("t-old", "a", {"n": 1}), ("t-new", "a", {"n": 2}), ("t-none", "a", None)],
@@ -1044,7 +1045,7 @@ def test_assemble_history_reads_a_null_blob_as_empty_bytes() -> None:
         (1, 0, None, None, None, "a", "bytes", None, "t", "", "c1", "1"),
         (1, 0, None, None, None, "n", "null", None, "t", "", "c1", "1"),
     ]
-    result = _lifecycle.assemble_history(SERDE, ["a", "n"], rows)
+    result = _history.assemble_history(SERDE, ["a", "n"], rows)
     assert result == {
         "a": {"writes": [("task", "a", b"")], "seed": b""},
         "n": {"writes": [], "seed": None},
@@ -1056,7 +1057,7 @@ def test_delta_history_channel_names_are_checked_as_channel_names() -> None:
     driver = FakeDriver()
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     with pytest.raises(InvalidInputError, match="channel name"):
-        driver.run(_lifecycle.delta_history(Q, SERDE, config, ["a", None]))  # type: ignore[list-item]
+        driver.run(_history.delta_history(Q, SERDE, config, ["a", None]))  # type: ignore[list-item]
     assert driver.steps == []
 
 
