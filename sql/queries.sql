@@ -143,7 +143,7 @@ WITH {_guard}, seen AS (
 
 -- name: _put_blobs
 -- Expects the CTE allowed (_put_checked). The slot {blob_rows} is the row source b (channel, version,
--- type, blob): up to _core.VALUES_MAX_ROWS values travel as scalar parameters of a VALUES list
+-- type, blob): up to checkpoint/writing.VALUES_MAX_ROWS values travel as scalar parameters of a VALUES list
 -- (_blob_values of _blob_row, {i} the row's position; one statement per count), which psycopg dumps
 -- in C; more, or none, travel as arrays (_blob_arrays).
 INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
@@ -209,7 +209,7 @@ WHERE EXCLUDED.idx < 0
 {_writes_insert}
 
 -- name: _writes_insert
--- run_id: the run of the call's config (_core.run_id_of), as put stores it for checkpoints.
+-- run_id: the run of the call's config (checkpoint/keys.run_id_of), as put stores it for checkpoints.
 WITH {_guard}
 INSERT INTO {schema}.pgsaver_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob, run_id
@@ -220,7 +220,7 @@ FROM guard, {write_rows}
 
 -- name: _write_arrays
 -- The writes as arrays, for any number and special channels (their own idx); up to
--- _core.VALUES_MAX_ROWS ordinary writes (idx = position) travel as a VALUES list instead
+-- checkpoint/writing.VALUES_MAX_ROWS ordinary writes (idx = position) travel as a VALUES list instead
 -- (_write_values of _write_row), as the channel values of put do.
 unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
        %(values)b::bytea[]) AS w (idx, channel, type, blob)
@@ -571,7 +571,7 @@ c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 c.checkpoint_id < (SELECT %(before)s::text)
 
 -- name: _w_filter
--- The candidates of a metadata filter (_metadata.plan_filter); the saver checks each exactly.
+-- The candidates of a metadata filter (checkpoint/metadata.plan_filter); the saver checks each exactly.
 c.metadata @> %(filter)s::jsonb
 
 -- name: pending_sends
