@@ -26,6 +26,7 @@ from langgraph_pg_saver.db.pool import mask_dsn
 from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.ops import ThreadRow, one_line
+from langgraph_pg_saver.ops.reports import human_bytes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -190,17 +191,6 @@ def _json_default(obj: Any) -> Any:
     if callable(dump):
         return dump()
     return repr(obj)
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def when(value: datetime | None) -> str:

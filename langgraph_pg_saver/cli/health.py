@@ -11,7 +11,6 @@ from langgraph_pg_saver import ops
 from langgraph_pg_saver.cli._common import (
     Ctx,
     emit_json,
-    human_bytes,
     json_option,
     pass_ctx,
     table,
@@ -21,6 +20,7 @@ from langgraph_pg_saver.cli._common import (
 from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.sql import queries_for
 from langgraph_pg_saver.errors import InvalidSchemaNameError, SchemaOutdatedError
+from langgraph_pg_saver.ops.reports import human_bytes
 
 
 @click.command()

@@ -12,7 +12,7 @@ import psycopg
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
-from langgraph_pg_saver.ops.reports import Record, _schema_version, one_line
+from langgraph_pg_saver.ops.reports import Record, _schema_version, human_bytes, one_line
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _table_checks(
     bloated = []
     for name, (_, _, total, _, live, dead, _) in tables.items():
         if dead > 10_000 and dead > 0.2 * (live + dead):
-            bloated.append(f"{name}: {dead:,} dead of {live + dead:,} rows ({_human_bytes(total)})")
+            bloated.append(f"{name}: {dead:,} dead of {live + dead:,} rows ({human_bytes(total)})")
     if bloated:
         doc.add(
             "bloat",
@@ -227,12 +227,3 @@ def _prepared_probe(cur: psycopg.Cursor[Any], probe: bytes) -> bool:
         return True
     except psycopg.Error:
         return False
-
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

@@ -329,6 +329,18 @@ def show(
     )
 
 
+def human_bytes(n: int | None) -> str:
+    """``n`` bytes for people (``-`` when unknown): 1024-based, one decimal above bytes."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
 def one_line(exc: BaseException) -> str:
     """An error's message on one line (its type's name when it has none)."""
     text = str(exc).strip() or type(exc).__name__
