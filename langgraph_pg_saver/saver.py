@@ -1,5 +1,9 @@
-"""``PostgresSaver`` under its earlier path; the class lives in ``checkpoint/saver.py``."""
+"""``PostgresSaver`` under its earlier path (with the defaults this module held); the class lives
+in ``checkpoint/saver.py``."""
 
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
+from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT
+from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 
-__all__ = ["PostgresSaver"]
+__all__ = ["CLOSE_TIMEOUT", "DEFAULT_PREPARE_THRESHOLD", "DEFAULT_SCHEMA", "PostgresSaver"]

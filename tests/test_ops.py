@@ -74,3 +74,35 @@ def test_a_role_without_privileges_gets_the_drivers_diagnosis(db_dsn: str) -> No
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             conn.execute("DROP OWNED BY lgps_ops_nobody")
             conn.execute("DROP ROLE lgps_ops_nobody")
+
+
+@pytest.mark.parametrize("how", ["connection", "pool of one"])
+def test_verify_import_reads_the_source_on_a_connection_of_its_own(db_dsn: str, how: str) -> None:
+    """The official saver reads on its own connection: a saver on one connection, or on a pool of
+    one, does not wait for itself, and the saver's connection keeps its search_path."""
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
+    from psycopg_pool import ConnectionPool
+
+    with OfficialSaver.from_conn_string(db_dsn) as official:
+        official.setup()
+        graph = two_nodes().compile(checkpointer=official)
+        for t in range(3):
+            graph.invoke({"foo": "x", "bar": []}, {"configurable": {"thread_id": f"v{t}"}})
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        saver.import_official()
+    if how == "connection":
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            saver = PostgresSaver(conn)
+            found = ops.verify_import(saver, "public")
+            path = conn.execute("SHOW search_path").fetchone()
+    else:
+        with ConnectionPool(db_dsn, min_size=1, max_size=1, timeout=5) as pool:
+            saver = PostgresSaver(pool)
+            found = ops.verify_import(saver, "public")
+            with pool.connection() as conn:
+                path = conn.execute("SHOW search_path").fetchone()
+    assert (found.threads, found.different) == (3, [])
+    assert found.checkpoints > 3
+    assert path is not None
+    assert path[0] == '"$user", public'

@@ -162,9 +162,7 @@ def _import_notes(report: ImportReport) -> list[str]:
 def _verify(saver: PostgresSaver, source_schema: str, start_after: str) -> dict[str, Any]:
     try:
         return ops.verify_import(saver, source_schema, start_after).as_dict()
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("langgraph.checkpoint.postgres"):
-            raise
+    except ImportError:
         raise Failure(
             "--verify reads the source with langgraph-checkpoint-postgres, which is not "
             "installed: pip install langgraph-checkpoint-postgres, or pass --no-verify"

@@ -1,8 +1,8 @@
 """Stored values: a serde's (type, bytes) pair checked, compressed where it pays, sealed with its
 place under a KeyringSerializer, and opened again at that place. No I/O happens here.
 
-Every value a saver stores goes through ``dump_at`` and comes back through ``open_at`` (or
-``opener``, its per-read form): under a KeyringSerializer the value is bound to its place (the
+Every value a saver stores goes through ``dump_at`` and comes back through ``load_at`` (or
+``opener``, its per-read form, and ``open_exact`` for a value also kept as jsonb): under a KeyringSerializer the value is bound to its place (the
 keys of its row), so a value moved to another row does not open; under any other serde the place
 is not looked at.
 """

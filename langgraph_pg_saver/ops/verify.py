@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.ops.reports import Record
@@ -25,30 +27,49 @@ def verify_import(
     do: the same checkpoint, metadata, parent and pending writes (writes added here since aside),
     and the same DeltaChannel history at the newest of them in each namespace. Checkpoints
     pruned or deleted here, or written here, are not compared. Needs langgraph-checkpoint-postgres
-    (an ImportError without it); it reads through a connection of the saver's pool."""
+    (an ImportError without it). The official saver reads on a connection of its own, to the
+    saver's database, so its search_path and prepared statements never reach the saver's
+    connections, and a saver on one connection or a pool of one does not wait for itself."""
     from langgraph.checkpoint.postgres import PostgresSaver as OfficialSaver
 
-    driver = saver._driver
-    q = driver.q
+    q = saver._driver.q
     different: list[str] = []
     compared = 0
-    with driver.connection() as conn, driver.cursor_on(conn) as cur:
+    with _source_connection(saver) as conn, conn.cursor() as cur:
         # the official saver names its tables unqualified
         cur.execute(q["ops_search_path"], {"path": sql.Identifier(source_schema).as_string()})
-        path_row = cur.fetchone()
-        try:
-            cur.execute(q["ops_source_threads"], {"after": start_after})
-            ids = [r[0] for r in cur.fetchall()]
-            official = OfficialSaver(conn)
-            for thread in ids:
-                held, same = _compare_thread(official, saver, thread)
-                compared += held
-                if not same:
-                    different.append(thread)
-        finally:
-            if path_row is not None:
-                cur.execute(q["ops_search_path"], {"path": path_row[0]})
+        cur.execute(q["ops_source_threads"], {"after": start_after})
+        ids = [r[0] for r in cur.fetchall()]
+        official = OfficialSaver(conn)
+        for thread in ids:
+            held, same = _compare_thread(official, saver, thread)
+            compared += held
+            if not same:
+                different.append(thread)
     return ImportVerification(len(ids), compared, different)
+
+
+def _source_connection(saver: PostgresSaver) -> psycopg.Connection[Any]:
+    """A new connection to the saver's database, in autocommit, with its pool's settings."""
+    driver = saver._driver
+    if driver.pool is not None:
+        # psycopg_pool takes either as a value or as a function called per connection
+        given, extra = driver.pool.conninfo, driver.pool.kwargs
+        conninfo = given() if callable(given) else given
+        extra = (extra() if callable(extra) else extra) or {}
+        kwargs = {k: v for k, v in extra.items() if k not in _NOT_CONNINFO}
+    else:
+        assert driver.conn is not None  # a driver holds a pool or a connection
+        info = driver.conn.info
+        conninfo = make_conninfo(info.dsn, **({"password": info.password} if info.password else {}))
+        kwargs = {}
+    return psycopg.connect(conninfo, **{**kwargs, "autocommit": True})
+
+
+#: the pool's connection arguments that are not connection parameters
+_NOT_CONNINFO = frozenset(
+    {"autocommit", "row_factory", "cursor_factory", "context", "prepare_threshold"}
+)
 
 
 def _compare_thread(official: Any, saver: PostgresSaver, thread: str) -> tuple[int, bool]:

@@ -28,9 +28,9 @@ from langgraph.store.base import (
     ensure_embeddings,
 )
 
+import langgraph_pg_saver.store.rules as _store
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
 from langgraph_pg_saver.errors import InvalidInputError, PgSaverError
-from langgraph_pg_saver.store import rules as _store
 
 logger = logging.getLogger("langgraph_pg_saver.store")
 

@@ -17,6 +17,7 @@ from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConf
 from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
+import langgraph_pg_saver.store.rules as _store
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
@@ -25,7 +26,6 @@ from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
-from langgraph_pg_saver.store import rules as _store
 from langgraph_pg_saver.store.base import SEARCH_PAGE, BatchPlan, SyncStoreBase
 
 #: expired items the TTL sweep deletes per statement

@@ -15,6 +15,7 @@ from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp, TTLConf
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
+import langgraph_pg_saver.store.rules as _store
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
@@ -23,7 +24,6 @@ from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
-from langgraph_pg_saver.store import rules as _store
 from langgraph_pg_saver.store.base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
 
 # isort: off
