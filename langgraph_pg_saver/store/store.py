@@ -295,6 +295,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         }
         exact = flt.exact
         deep = False  # the ANN scan told to go on past the rows the namespace filter drops
+        at_prefix, at_exact = NearRow.PREFIX, NearRow.VALUE_EXACT
         while True:
             search = {**params, "candidates": candidates, "rows": wanted if exact else None}
             if not deep and (candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat"):
@@ -313,7 +314,6 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             given, held = (
                 (int(rows[0][NearRow.GIVEN]), int(rows[0][NearRow.HELD])) if rows else (0, 0)
             )
-            at_prefix, at_exact = NearRow.PREFIX, NearRow.VALUE_EXACT
             found = [row for row in rows if row[at_prefix] is not None]
             kept = [
                 row
