@@ -1764,7 +1764,7 @@ WITH lock AS (
     WHERE s.prefix = d.prefix AND s.key = d.key
     RETURNING 1
 )
-SELECT (SELECT held FROM lock), (SELECT count(*) FROM gone)
+SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted
 
 -- ============================================================================ the Store: vectors
 -- pgsaver_store_vectors is made by the store's setup() when it has an index (its dimension is the

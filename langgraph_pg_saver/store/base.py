@@ -186,7 +186,12 @@ class StoreBase(BaseStore):
         spec = self.index_spec
         if spec is None or not plan.texts:
             return None
-        rows: list[tuple[str, str, str, str, str | None]] = []
+        # one entry per field in each list (store_vector_put unnests them side by side)
+        prefixes: list[str] = []
+        keys: list[str] = []
+        fields: list[str] = []
+        hashes: list[str] = []
+        vectors: list[str | None] = []
         for (prefix, key), pairs in plan.texts.items():
             for name, text in pairs:
                 digest = _store.text_hash(text)
@@ -195,15 +200,19 @@ class StoreBase(BaseStore):
                     vector = _store.vector_text(
                         embedded[text], spec.dims, f"field {name!r} of item {key!r}"
                     )
-                rows.append((prefix, key, name, digest, vector))
+                prefixes.append(prefix)
+                keys.append(key)
+                fields.append(name)
+                hashes.append(digest)
+                vectors.append(vector)
         return {
             "item_prefixes": [p for p, _ in plan.texts],
             "item_keys": [k for _, k in plan.texts],
-            "prefixes": [r[0] for r in rows],
-            "keys": [r[1] for r in rows],
-            "fields": [r[2] for r in rows],
-            "hashes": [r[3] for r in rows],
-            "embeddings": [r[4] for r in rows],
+            "prefixes": prefixes,
+            "keys": keys,
+            "fields": fields,
+            "hashes": hashes,
+            "embeddings": vectors,
         }
 
     @staticmethod

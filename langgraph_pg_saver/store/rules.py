@@ -26,6 +26,7 @@ from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
 
 from langgraph_pg_saver.codec import jsonb as _jsonb
 from langgraph_pg_saver.errors import InvalidInputError
+from langgraph_pg_saver.store.rows import ItemRow, ScoredRow
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
@@ -144,14 +145,24 @@ def below(prefix: str) -> str:
     return escaped + ".%"
 
 
+# an item's columns (rows.ItemRow), bound once: a module constant is read as fast as a literal
+_PREFIX, _KEY, _VALUE = ItemRow.PREFIX, ItemRow.KEY, ItemRow.VALUE
+_EXACT, _CREATED, _UPDATED = ItemRow.VALUE_EXACT, ItemRow.CREATED_AT, ItemRow.UPDATED_AT
+_SCORE = ScoredRow.SCORE
+
+
 def row_to_item(row: Sequence[Any], score: float | None = None, search: bool = False) -> Item:
-    prefix, key, value, exact, created, updated = row[:6]
+    """The Item of an item row (``rows.ItemRow``, or the item columns of a longer row); with
+    ``search``, a SearchItem, scored by ``score`` or else by a ``rows.ScoredRow``'s score."""
+    value = row[_VALUE]
+    exact = row[_EXACT]
     if exact is not None:
         value = json.loads(exact)
-    namespace = tuple(prefix.split("."))
+    key, created, updated = row[_KEY], row[_CREATED], row[_UPDATED]
+    namespace = tuple(row[_PREFIX].split("."))
     if search:
-        if score is None and len(row) > 7:
-            score = row[7]
+        if score is None and len(row) > _SCORE:
+            score = row[_SCORE]
         return SearchItem(namespace, key, value, _utc(created), _utc(updated), score)
     return Item(
         value=value,
@@ -470,7 +481,10 @@ class SourceTables:
     _RANGE = "(%(first)s OR (s.prefix, s.key) > (%(k1)s::text, %(k2)s::text))"
 
     def exists(self) -> bytes:
-        return b"SELECT to_regclass(%(store)s) IS NOT NULL, to_regclass(%(vectors)s) IS NOT NULL"
+        return (
+            b"SELECT to_regclass(%(store)s) IS NOT NULL AS has_store, "
+            b"to_regclass(%(vectors)s) IS NOT NULL AS has_vectors"
+        )
 
     def names(self) -> dict[str, str]:
         return {"store": f"{self.schema_sql}.store", "vectors": f"{self.schema_sql}.store_vectors"}
@@ -505,8 +519,9 @@ WITH src AS MATERIALIZED (
 ){vectors}, last AS (
     SELECT prefix, key FROM src ORDER BY prefix DESC, key DESC LIMIT 1
 )
-SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM ins),
-       (SELECT prefix FROM last), (SELECT key FROM last), {counted}
+SELECT (SELECT count(*) FROM src) AS items, (SELECT count(*) FROM ins) AS imported,
+       (SELECT prefix FROM last) AS last_prefix, (SELECT key FROM last) AS last_key,
+       {counted} AS vectors
 """.encode()
 
     def _batch(self) -> str:

@@ -25,6 +25,15 @@ from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
 from langgraph_pg_saver.store.base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
+from langgraph_pg_saver.store.rows import (
+    HashRow,
+    ImportRow,
+    ItemRow,
+    NearRow,
+    PrefixRow,
+    SourceRow,
+    SweepRow,
+)
 
 # isort: off
 # [async-only]
@@ -205,16 +214,17 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         results: list[Result] = [None] * len(listed)
         q = self._q
         refresh: list[tuple[str, str]] = []
+        at_prefix, at_key, at_ttl = ItemRow.PREFIX, ItemRow.KEY, ItemRow.TTL_MINUTES
         for prefix, wanted in plan.gets.items():
             keys = sorted({key for _, key, _ in wanted})
             rows = await self._driver.fetch_all(
                 q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
             )
-            found = {row[1]: row for row in rows}
+            found = {row[at_key]: row for row in rows}
             for i, key, refreshing in wanted:
                 row = found.get(key)
                 results[i] = None if row is None else self._item(row)
-                if row is not None and refreshing and row[6] is not None:
+                if row is not None and refreshing and row[at_ttl] is not None:
                     refresh.append((prefix, key))
         # without an index a query is ignored, as by InMemoryStore and the official store
         semantic = self.embeddings is not None and self.index_spec is not None
@@ -235,7 +245,9 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 rows = await self._search(op, under, flt)
             results[i] = [self._item(row, search=True) for row in rows]
             if refreshing:
-                refresh.extend((row[0], row[1]) for row in rows if row[6] is not None)
+                refresh.extend(
+                    (row[at_prefix], row[at_key]) for row in rows if row[at_ttl] is not None
+                )
         for i, listing in plan.lists:
             results[i] = await self._list_namespaces(listing)
         if refresh:
@@ -254,18 +266,19 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "filter": flt.prefilter,
             "omit_expired": True,
         }
+        at_exact = ItemRow.VALUE_EXACT
         if flt.exact and not op.offset:
             rows = await self._driver.fetch_all(
                 q["store_search"], {**params, "limit": op.limit, "offset": 0}
             )
-            if all(row[3] is None for row in rows):  # plain rows: the prefilter was exact
+            if all(row[at_exact] is None for row in rows):  # plain rows: the prefilter was exact
                 return rows
         elif flt.exact:
             # the rows before the offset are read too: a lossy one the check drops moves it
             rows = await self._driver.fetch_all(
                 q["store_search"], {**params, "limit": op.offset + op.limit, "offset": 0}
             )
-            if all(row[3] is None for row in rows):
+            if all(row[at_exact] is None for row in rows):
                 return rows[op.offset :]
         # candidates checked one page at a time, then offset and limit applied here
         wanted = op.offset + op.limit
@@ -305,6 +318,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         }
         exact = flt.exact
         deep = False  # the ANN scan told to go on past the rows the namespace filter drops
+        at_prefix, at_exact = NearRow.PREFIX, NearRow.VALUE_EXACT
         while True:
             search = {**params, "candidates": candidates, "rows": wanted if exact else None}
             if not deep and (candidates <= DEFAULT_EF_SEARCH or spec.kind == "flat"):
@@ -320,12 +334,14 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                     steps.append(_steps.Stmt(q["store_iterative_scan"], None, prepare=None))
                 steps.append(_steps.Stmt(statement, search, prepare=None))
                 rows = await self._driver.run_step(_steps.Step(tuple(steps)))
-            given, held = (int(rows[0][8]), int(rows[0][9])) if rows else (0, 0)
-            found = [row for row in rows if row[0] is not None]
+            given, held = (
+                (int(rows[0][NearRow.GIVEN]), int(rows[0][NearRow.HELD])) if rows else (0, 0)
+            )
+            found = [row for row in rows if row[at_prefix] is not None]
             kept = [
                 row
                 for row in found
-                if (exact and row[3] is None)
+                if (exact and row[at_exact] is None)
                 or _store.matches(flt.filter, _store.row_to_item(row).value)
             ]
             if exact and len(kept) < len(found):
@@ -339,13 +355,15 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             if given < candidates:
                 break  # every vector under the prefix was seen
             candidates *= 4
+        # rows.ScoredRow: the item's columns, then its score
+        width, at_distance = ItemRow.WIDTH, NearRow.DISTANCE
         scored = [
-            (*row[:7], _store.score(float(row[7]), spec.distance))
+            (*row[:width], _store.score(float(row[at_distance]), spec.distance))
             for row in kept[op.offset : wanted]
         ]
         if len(scored) < op.limit:
             scored.extend(
-                (*row[:7], None)
+                (*row[:width], None)
                 for row in await self._unscored(params, flt, op.limit - len(scored))
             )
         return scored
@@ -389,7 +407,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 "omit_expired": True,
             },
         )
-        return self._namespaces(op, (row[0] for row in rows))
+        at_prefix = PrefixRow.PREFIX
+        return self._namespaces(op, (row[at_prefix] for row in rows))
 
     async def _write(self, plan: BatchPlan) -> None:
         for _ in range(3):
@@ -409,7 +428,9 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 q["store_vector_hashes"],
                 {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
             )
-            known = {(r[0], r[1], r[2]): r[3] for r in rows}
+            at_prefix, at_key, at_field = HashRow.PREFIX, HashRow.KEY, HashRow.FIELD
+            at_hash = HashRow.TEXT_HASH
+            known = {(r[at_prefix], r[at_key], r[at_field]): r[at_hash] for r in rows}
             texts = self._to_embed(plan, known)
             embedded = await self.embeddings.aembed_documents(texts) if texts else []
             if len(embedded) != len(texts):
@@ -457,7 +478,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         source = _store.SourceTables(source_schema)
         q = self._q
         found = await self._driver.fetch_one(source.exists(), source.names())
-        has_store, has_vectors = found or (False, False)
+        has_store = bool(found and found[SourceRow.HAS_STORE])
+        has_vectors = bool(found and found[SourceRow.HAS_VECTORS])
         if not has_store:
             raise PgSaverError(
                 f"no table {source_schema}.store of the official store in this database: pass "
@@ -488,7 +510,12 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                     lock_timeout=30.0,
                 )
             )
-            read, imported, last_prefix, last_key, moved = rows[0]
+            batch_row = rows[0]
+            read = batch_row[ImportRow.ITEMS]
+            imported = batch_row[ImportRow.IMPORTED]
+            last_prefix = batch_row[ImportRow.LAST_PREFIX]
+            last_key = batch_row[ImportRow.LAST_KEY]
+            moved = batch_row[ImportRow.VECTORS]
             if not read:
                 break
             counts["items"] += int(read)
@@ -514,9 +541,10 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         assert spec is not None
         assert self.embeddings is not None
         plan = BatchPlan()
+        at_prefix, at_key = ItemRow.PREFIX, ItemRow.KEY
         for row in rows:
             item = _store.row_to_item(row)
-            plan.texts[(row[0], row[1])] = _store.index_texts(spec, item.value, None)
+            plan.texts[(row[at_prefix], row[at_key])] = _store.index_texts(spec, item.value, None)
         texts = self._to_embed(plan, {})
         embedded = await self.embeddings.aembed_documents(texts) if texts else []
         vectors = self._vector_params(plan, {}, dict(zip(texts, embedded, strict=True)))
@@ -535,7 +563,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             row = await self._driver.fetch_one(
                 self._q["store_sweep"], {"limit": SWEEP_BATCH, "schema": self._q.schema}
             )
-            held, count = (row or (False, 0))[:2]
+            held = bool(row and row[SweepRow.HELD])
+            count = row[SweepRow.DELETED] if row else 0
             total += int(count)
             if not held or int(count) < SWEEP_BATCH:
                 return total
