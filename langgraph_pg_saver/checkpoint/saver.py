@@ -163,11 +163,12 @@ class PostgresSaver(PoolOwner, SaverBase):
             compression=compression,
         )._own_pool()
 
-    def healthcheck(self) -> dict[str, Any]:
-        """For readiness probes: one round trip, never retried. ``ok`` (reachable and the schema
-        current), ``reachable``, ``schema_current``, ``round_trip_ms``, ``error`` (why not ok)
-        and ``stats`` (see :meth:`stats`)."""
-        return _schema.healthcheck(self._driver)
+    def healthcheck(self, timeout: float = _schema.HEALTHCHECK_TIMEOUT) -> dict[str, Any]:
+        """For readiness probes: one round trip, never retried, waiting at most ``timeout``
+        seconds (default 2) for a connection, so it answers while the server is down. ``ok``
+        (reachable and the schema current), ``reachable``, ``schema_current``, ``round_trip_ms``,
+        ``error`` (why not ok) and ``stats`` (see :meth:`stats`)."""
+        return _schema.healthcheck(self._driver, timeout)
 
     def stats(self) -> dict[str, Any]:
         """Figures for monitoring: ``closed``, ``running`` (operations in flight), ``retries``

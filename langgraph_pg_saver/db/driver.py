@@ -72,6 +72,8 @@ logger = logging.getLogger(__name__)
 
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
+#: how long a pool whose opening timed out is given to stop its connection attempts
+OPEN_FAILED_CLOSE = 1.0
 _monotonic = time.monotonic
 
 
@@ -133,15 +135,28 @@ class Driver:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def open(self, *, wait: bool, timeout: float) -> None:
-        """Open the pool made for the saver (a pool or connection of the caller's is left alone)."""
+    def open(self, *, wait: bool, timeout: float | None) -> None:
+        """Open the pool made for the saver (a pool or connection of the caller's is left alone),
+        waiting up to ``timeout`` seconds (None: the pool's own wait, from_conn_string's
+        ``timeout=``) for its first connections. When they do not come, the pool is closed again
+        (nothing keeps trying in the background) and ConnectionTimeoutError names the server and
+        the last connection error."""
         if self.owns_pool and self.pool is not None:
             if self.pool.closed and self.state.opened_once:
                 raise SaverClosedError(
                     "this saver's pool was closed; create a new saver to reconnect"
                 )
             self.state.opened_once = True
-            self.pool.open(wait=wait, timeout=timeout)
+            pool = self.pool
+            wait_for = pool.timeout if timeout is None else timeout
+            started = _monotonic()
+            try:
+                pool.open(wait=wait, timeout=wait_for)
+            except PoolTimeout as exc:
+                error = timeout_error(pool, _monotonic() - started, exc)
+                with contextlib.suppress(Exception):
+                    pool.close(timeout=OPEN_FAILED_CLOSE)
+                raise error from exc
         self.state.closed = False
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
@@ -168,8 +183,9 @@ class Driver:
     # ------------------------------------------------------------------ connections and cursors
 
     @contextmanager
-    def connection(self) -> Iterator[Connection[Any]]:
-        """A connection for one operation: checked out of the pool, or the caller's under the lock."""
+    def connection(self, timeout: float | None = None) -> Iterator[Connection[Any]]:
+        """A connection for one operation: checked out of the pool (waiting at most ``timeout``
+        seconds; None: the pool's own wait), or the caller's under the lock."""
         self.check_open()
         state = self.state
         state.active += 1
@@ -178,7 +194,7 @@ class Driver:
                 # getconn/putconn rather than pool.connection(), whose exit commits or rolls
                 # back: the driver's statements run in autocommit or in transaction blocks of
                 # their own
-                conn = self._getconn(self.pool)
+                conn = self._getconn(self.pool, timeout)
                 state.inflight.add(conn)
                 try:
                     yield conn
@@ -197,7 +213,7 @@ class Driver:
         finally:
             state.active -= 1
 
-    def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+    def _getconn(self, pool: ConnectionPool[Any], timeout: float | None = None) -> Connection[Any]:
         """A connection of the pool, never one the server has ended while it sat idle.
 
         An idle connection has nothing to read unless its server wrote to it, which it does when
@@ -208,7 +224,7 @@ class Driver:
         """
         conn: Connection[Any]
         for _ in range(pool.max_size + 1):
-            conn = self._getconn_unchecked(pool)
+            conn = self._getconn_unchecked(pool, timeout)
             if not socket_readable(conn):
                 return conn
             try:
@@ -220,13 +236,15 @@ class Driver:
                 pool.putconn(conn)
                 raise
             return conn
-        conn = self._getconn_unchecked(pool)
+        conn = self._getconn_unchecked(pool, timeout)
         return conn
 
-    def _getconn_unchecked(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+    def _getconn_unchecked(
+        self, pool: ConnectionPool[Any], timeout: float | None = None
+    ) -> Connection[Any]:
         started = _monotonic()
         try:
-            conn: Connection[Any] = pool.getconn()
+            conn: Connection[Any] = pool.getconn(timeout)
         except PoolClosed as exc:
             if self.state.closed:
                 raise closed_error(self.owner) from exc

@@ -94,6 +94,8 @@ logger = logging.getLogger(__name__)
 
 #: how long close() waits for running operations before it cancels them, by default
 CLOSE_TIMEOUT = 5.0
+#: how long a pool whose opening timed out is given to stop its connection attempts
+OPEN_FAILED_CLOSE = 1.0
 _monotonic = time.monotonic
 
 
@@ -166,8 +168,12 @@ class AsyncDriver:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def open(self, *, wait: bool, timeout: float) -> None:
-        """Open the pool made for the saver (a pool or connection of the caller's is left alone)."""
+    async def open(self, *, wait: bool, timeout: float | None) -> None:
+        """Open the pool made for the saver (a pool or connection of the caller's is left alone),
+        waiting up to ``timeout`` seconds (None: the pool's own wait, from_conn_string's
+        ``timeout=``) for its first connections. When they do not come, the pool is closed again
+        (nothing keeps trying in the background) and ConnectionTimeoutError names the server and
+        the last connection error."""
         # [async-only]
         self.loop = asyncio.get_running_loop()
         check_event_loop(self.loop)
@@ -178,7 +184,16 @@ class AsyncDriver:
                     "this saver's pool was closed; create a new saver to reconnect"
                 )
             self.state.opened_once = True
-            await self.pool.open(wait=wait, timeout=timeout)
+            pool = self.pool
+            wait_for = pool.timeout if timeout is None else timeout
+            started = _monotonic()
+            try:
+                await pool.open(wait=wait, timeout=wait_for)
+            except PoolTimeout as exc:
+                error = timeout_error(pool, _monotonic() - started, exc)
+                with contextlib.suppress(Exception):
+                    await pool.close(timeout=OPEN_FAILED_CLOSE)
+                raise error from exc
         self.state.closed = False
 
     async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
@@ -205,8 +220,9 @@ class AsyncDriver:
     # ------------------------------------------------------------------ connections and cursors
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A connection for one operation: checked out of the pool, or the caller's under the lock."""
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection for one operation: checked out of the pool (waiting at most ``timeout``
+        seconds; None: the pool's own wait), or the caller's under the lock."""
         self.check_open()
         # [async-only]
         if self.loop is None:
@@ -220,7 +236,7 @@ class AsyncDriver:
                 # getconn/putconn rather than pool.connection(), whose exit commits or rolls
                 # back: the driver's statements run in autocommit or in transaction blocks of
                 # their own
-                conn = await self._getconn(self.pool)
+                conn = await self._getconn(self.pool, timeout)
                 state.inflight.add(conn)
                 try:
                     yield conn
@@ -239,7 +255,9 @@ class AsyncDriver:
         finally:
             state.active -= 1
 
-    async def _getconn(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+    async def _getconn(
+        self, pool: AsyncConnectionPool[Any], timeout: float | None = None
+    ) -> AsyncConnection[Any]:
         """A connection of the pool, never one the server has ended while it sat idle.
 
         An idle connection has nothing to read unless its server wrote to it, which it does when
@@ -250,7 +268,7 @@ class AsyncDriver:
         """
         conn: AsyncConnection[Any]
         for _ in range(pool.max_size + 1):
-            conn = await self._getconn_unchecked(pool)
+            conn = await self._getconn_unchecked(pool, timeout)
             if not socket_readable(conn):
                 return conn
             try:
@@ -262,13 +280,15 @@ class AsyncDriver:
                 await pool.putconn(conn)
                 raise
             return conn
-        conn = await self._getconn_unchecked(pool)
+        conn = await self._getconn_unchecked(pool, timeout)
         return conn
 
-    async def _getconn_unchecked(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
+    async def _getconn_unchecked(
+        self, pool: AsyncConnectionPool[Any], timeout: float | None = None
+    ) -> AsyncConnection[Any]:
         started = _monotonic()
         try:
-            conn: AsyncConnection[Any] = await pool.getconn()
+            conn: AsyncConnection[Any] = await pool.getconn(timeout)
         except PoolClosed as exc:
             if self.state.closed:
                 raise closed_error(self.owner) from exc

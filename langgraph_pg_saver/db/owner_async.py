@@ -88,8 +88,11 @@ class AsyncPoolOwner:
         self._driver.own_pool()
         return self
 
-    async def open(self, *, wait: bool = True, timeout: float = 30.0) -> Self:
-        """Open the pool this {noun} owns (a no-op for a pool or connection you passed in)."""
+    async def open(self, *, wait: bool = True, timeout: float | None = None) -> Self:
+        """Open the pool this {noun} owns (a no-op for a pool or connection you passed in),
+        waiting up to ``timeout`` seconds (None: from_conn_string's ``timeout=``) for its first
+        connections; ``ConnectionTimeoutError``, naming the server and the last connection error,
+        when they do not come (the pool is then closed: make a new {noun} to try again)."""
         # [async-only]
         self._bind_loop()
         # [/async-only]

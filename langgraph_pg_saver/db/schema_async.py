@@ -27,7 +27,7 @@ from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.policy import IDLE, in_pipeline
 from langgraph_pg_saver.db.sql import Queries
-from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
+from langgraph_pg_saver.errors import InvalidInputError, PgSaverError, PrivilegeError
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +35,20 @@ _MISSING_SCHEMA = (errors.UndefinedTable, errors.InvalidSchemaName)
 _monotonic = time.monotonic
 
 
-async def healthcheck(driver: AsyncDriver) -> dict[str, Any]:
-    """One round trip, no retry: whether the server answers and the schema is current."""
+#: healthcheck()'s bound, by default: a readiness probe answers within it whatever the pool does
+HEALTHCHECK_TIMEOUT = 2.0
+
+
+async def healthcheck(driver: AsyncDriver, timeout: float = HEALTHCHECK_TIMEOUT) -> dict[str, Any]:
+    """One round trip, no retry: whether the server answers and the schema is current. Waits at
+    most ``timeout`` seconds for a connection (not the pool's own wait), so a probe answers
+    within about that while the server is down."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise InvalidInputError(f"timeout must be a positive number of seconds, not {timeout!r}")
     started = _monotonic()
     report: dict[str, Any] = {"ok": False, "reachable": False, "schema_current": False}
     try:
-        async with driver.cursor() as cur:
+        async with driver.connection(timeout) as conn, driver.cursor_on(conn) as cur:
             applied = await _read_applied(cur, driver.q)
         report["reachable"] = True
         report["round_trip_ms"] = round((_monotonic() - started) * 1000, 3)
