@@ -12,7 +12,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import reading as _reading
-from langgraph_pg_saver.codec import compress as _compress
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.db.steps import Rows, Step, Steps, Stmt
@@ -50,20 +49,14 @@ def assemble_history(
     """Rows of ``delta_history`` (already oldest → newest, writes in writes_sort_key order)."""
     writes: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
-    crypt = _values.sealer(serde)
-    loads = _compress.decoder(serde.loads_typed)
+    opened = _values.opener(serde)
     for kind, _depth, path, task_id, idx, channel, type_, blob, thread, ns, cid, version in rows:
         data = blob if blob is not None else b""
-        if crypt is None:
-            value = loads((type_, data))
-        elif kind == 0:
-            value = crypt.open(type_, data, ("write", thread, ns, cid, task_id, idx, channel, path))
-        else:
-            value = crypt.open(type_, data, ("blob", thread, ns, channel, version), channel)
         if kind == 0:
-            writes[channel].append((task_id, channel, value))
+            place = ("write", thread, ns, cid, task_id, idx, channel, path)
+            writes[channel].append((task_id, channel, opened(type_, data, place)))
         else:
-            seeds[channel] = value
+            seeds[channel] = opened(type_, data, ("blob", thread, ns, channel, version), channel)
     result: dict[str, DeltaChannelHistory] = {}
     for c in channels:
         entry: DeltaChannelHistory = {"writes": writes[c]}

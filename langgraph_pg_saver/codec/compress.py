@@ -101,15 +101,6 @@ def load(loads: Callable[[tuple[str, bytes]], Any], type_: str, data: bytes) -> 
         raise _unsealable(type_, exc) from exc
 
 
-def decoder(loads: Callable[[tuple[str, bytes]], Any]) -> Callable[[tuple[str, bytes]], Any]:
-    """``loads`` (a serde's loads_typed) that first decompresses a compressed value (as load)."""
-
-    def decode(pair: tuple[str, bytes]) -> Any:
-        return load(loads, pair[0], pair[1])
-
-    return decode
-
-
 def _unsealable(type_: str, exc: NotImplementedError) -> Exception:
     """What reading a value of ``type_`` that the serializer does not know raises: for a value
     sealed by a KeyringSerializer, a DecryptionError that says what to do; else the error as it

@@ -9,8 +9,8 @@ is not looked at.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -199,8 +199,11 @@ def unpack_typed(serde: SerializerProtocol, packed: bytes, parts: Place = ()) ->
     return load_at(serde, type_.decode(), data, parts)
 
 
-#: how a read opens each stored value: (type, bytes, place) -> the value
-Opener = Callable[[str, bytes, Place], Any]
+class Opener(Protocol):
+    """How a read opens each stored value: (type, bytes, place) -> the value; ``channel`` only
+    names the value in errors."""
+
+    def __call__(self, type_: str, data: bytes, parts: Place, channel: object = None) -> Any: ...
 
 
 def opener(serde: SerializerProtocol) -> Opener:
@@ -212,7 +215,7 @@ def opener(serde: SerializerProtocol) -> Opener:
     loads = serde.loads_typed
     load = _compress.load
 
-    def open_plain(type_: str, data: bytes, place: Place) -> Any:
+    def open_plain(type_: str, data: bytes, parts: Place, channel: object = None) -> Any:
         return load(loads, type_, data)
 
     return open_plain
