@@ -21,6 +21,7 @@ from langgraph.types import Command
 from langgraph_pg_saver import (
     AsyncPostgresSaver,
     AsyncPostgresStore,
+    ParentCheckpointMissingError,
     PostgresSaver,
     PostgresStore,
     ReadOnlyError,
@@ -421,3 +422,31 @@ def test_a_read_only_database_on_a_primary(db_dsn: str) -> None:
         assert "default_transaction_read_only" in str(caught.value)
         assert caught.value.server == f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
         assert saver.get_tuple(config("t")) is None
+
+
+def test_a_failover_that_lost_the_parent_says_so() -> None:
+    """Asynchronous replication: the standby is down while the primary acknowledges a checkpoint,
+    then the primary dies and the standby is promoted without it. The run's next put names that
+    parent: refused, with an error that says a failover may have lost it."""
+    with own_pair(synchronous=False) as pair:
+        pair.primary.execute("CREATE DATABASE t")
+        with PostgresSaver.from_conn_string(pair.primary.dsn_for("t")) as saver:
+            saver.setup()
+            first = saver.put(config("run"), checkpoint({"a": 1, "b": 1}), {}, {"a": 1, "b": 1})
+            pair.wait_caught_up()
+            pair.standby.stop()
+            second = saver.put(first, checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 2}), {}, {"b": 2})
+        pair.primary.kill()
+        pair.standby.start()
+        pair.standby.promote()
+        with PostgresSaver.from_conn_string(pair.standby.dsn_for("t")) as promoted:
+            assert promoted.get_tuple(second) is None  # lost with the old primary
+            assert promoted.get_tuple(first) is not None
+            third = checkpoint({"a": 1, "b": 2}, {"a": 2, "b": 2})  # b kept from the lost one
+            with pytest.raises(ParentCheckpointMissingError) as caught:
+                promoted.put(second, third, {}, {"a": 2})
+            err = caught.value
+            assert (err.thread_id, err.checkpoint_ns) == ("run", "")
+            assert err.parent_id == second["configurable"]["checkpoint_id"]
+            assert "failover to a standby that had not replayed it" in str(err)
+            assert promoted.get_tuple(config("run")) == promoted.get_tuple(first)
