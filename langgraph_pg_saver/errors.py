@@ -21,6 +21,12 @@ class Hint:
 SETUP_HINT = Hint("Run setup() (or `langgraph-pg-saver setup`)", "Run `langgraph-pg-saver setup`")
 #: a strict KeyringSerializer's way out, for the API and for the command line
 NO_STRICT_HINT = Hint("pass strict=False", "pass --no-strict")
+#: what a reader of a standby does, for the API and for the command line
+READ_ONLY_HINT = Hint(
+    "Readers of a standby: pass read_only=True (reads then skip the store's TTL refresh, and "
+    "writes are refused at once)",
+    "Pass the primary's --dsn to write; the reading commands work on a standby as they are",
+)
 #: copy_thread's way to replace a target
 OVERWRITE_HINT = Hint("Pass overwrite=True", "pass --overwrite")
 
@@ -325,11 +331,13 @@ class ReadOnlyError(PgSaverError):
             }[standby]
             why = f"{what}: {server} is read-only: {kind}{detail}; nothing was written."
         super().__init__(
-            f"{why} Writes need the primary: point the writer's connection string at it, or "
-            "name every server in a multi-host connection string with "
-            "target_session_attrs=read-write (it connects to whichever is the primary, also "
-            "after a failover). Readers of a standby: pass read_only=True (reads then skip the "
-            "store's TTL refresh, and writes are refused at once)"
+            self._hinted(
+                f"{why} Writes need the primary: point the writer's connection string at it, or "
+                "name every server in a multi-host connection string with "
+                "target_session_attrs=read-write (it connects to whichever is the primary, also "
+                "after a failover). ",
+                READ_ONLY_HINT,
+            )
         )
 
 

@@ -5,6 +5,9 @@ refused before anything is sent, and the store's reads skip their TTL refresh.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -25,6 +28,7 @@ from langgraph_pg_saver import (
     PostgresSaver,
     PostgresStore,
     ReadOnlyError,
+    SchemaOutdatedError,
 )
 
 THREADS = ("chat", "ask", "two", "sub")
@@ -450,3 +454,47 @@ def test_a_failover_that_lost_the_parent_says_so() -> None:
             assert err.parent_id == second["configurable"]["checkpoint_id"]
             assert "failover to a standby that had not replayed it" in str(err)
             assert promoted.get_tuple(config("run")) == promoted.get_tuple(first)
+
+
+@pytest.mark.parametrize("cls", [PostgresSaver, PostgresStore], ids=lambda c: c.__name__)
+def test_setup_on_a_standby_whose_schema_is_behind(pair: Pair, cls: Any) -> None:
+    """Migrations to apply on a standby: the one error (flagged: before the lock is even asked
+    for); a check-only setup reports the missing migrations as anywhere else."""
+    pair.primary.execute(f"CREATE DATABASE behind_{cls.__name__.lower()}")
+    pair.wait_caught_up()
+    dsn = pair.standby_dsn_for(f"behind_{cls.__name__.lower()}")
+    for read_only in (False, True):
+        with cls.from_conn_string(dsn, read_only=read_only) as owner:
+            with pytest.raises(ReadOnlyError) as caught:
+                owner.setup()
+            assert caught.value.operation == "setup"
+            assert caught.value.flagged is read_only
+            assert caught.value.standby is (None if read_only else True)
+            with pytest.raises(SchemaOutdatedError):
+                owner.setup(check=True)
+
+
+def test_the_command_line_on_a_standby(pair: Pair) -> None:
+    """The reading commands work on a standby; a writing one fails with the error in the command
+    line's words, naming the server."""
+    dsn = pair.standby_dsn_for("t")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "LANGGRAPH_PG_DSN"}
+        return subprocess.run(
+            [sys.executable, "-m", "langgraph_pg_saver", "--dsn", dsn, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    for args in (("status",), ("threads",), ("history", "chat"), ("setup", "--check")):
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+    done = cli("prune", "--keep-last", "1", "--yes")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"127.0.0.1:{pair.standby.port}/t is read-only: a hot standby" in done.stderr
+    assert "Pass the primary's --dsn to write" in done.stderr
+    assert "read_only=True" not in done.stderr
