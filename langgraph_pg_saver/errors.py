@@ -27,6 +27,11 @@ READ_ONLY_HINT = Hint(
     "writes are refused at once)",
     "Pass the primary's --dsn to write; the reading commands work on a standby as they are",
 )
+#: the same for a saver or store made with read_only=True
+FLAGGED_HINT = Hint(
+    "Write through a saver or store made without read_only=True",
+    "Pass the primary's --dsn to write",
+)
 #: copy_thread's way to replace a target
 OVERWRITE_HINT = Hint("Pass overwrite=True", "pass --overwrite")
 
@@ -324,7 +329,7 @@ class ReadOnlyError(PgSaverError):
         else:
             detail = f" ({cause})" if cause else ""
             kind = {
-                True: "a hot standby (it replays the primary's changes and serves only reads)",
+                True: "a hot standby, which replays the primary's changes and serves only reads",
                 False: "a primary whose database or role sets default_transaction_read_only",
                 None: "a hot standby or read replica, or a database or role with "
                 "default_transaction_read_only",
@@ -336,7 +341,7 @@ class ReadOnlyError(PgSaverError):
                 "name every server in a multi-host connection string with "
                 "target_session_attrs=read-write (it connects to whichever is the primary, also "
                 "after a failover). ",
-                READ_ONLY_HINT,
+                FLAGGED_HINT if flagged else READ_ONLY_HINT,
             )
         )
 
