@@ -1396,6 +1396,11 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 -- key: the driver then stops preparing statements on that connection (see _driver.pooler_check).
 SELECT pg_backend_pid()
 
+-- name: in_recovery
+-- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in
+-- recovery) or a primary whose database or role sets default_transaction_read_only.
+SELECT pg_is_in_recovery()
+
 -- name: missing_privileges
 -- After a permission error: which of the privileges the runtime role needs it lacks, per table and
 -- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.

@@ -25,6 +25,7 @@ from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
+    READ_ONLY,
     WATCHDOG,
     Params,
     Row,
@@ -44,8 +45,11 @@ from langgraph_pg_saver.db.policy import (
     params_nbytes,
     prepare_flag,
     privilege_error,
+    read_only_error,
     rows_nbytes,
+    server_of,
     statement_timeout_error,
+    target_of,
     timeout_error,
 )
 from langgraph_pg_saver.db.retry import (
@@ -59,6 +63,7 @@ from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import (
     PgSaverError,
     PrivilegeError,
+    ReadOnlyError,
     SaverClosedError,
 )
 
@@ -86,6 +91,8 @@ class Driver:
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
         retry: how an operation that a transient error interrupted is rerun (``retry.py``).
+        read_only: the saver or store only reads (a standby): :meth:`refuse_write` raises
+            ReadOnlyError before a write sends anything.
     """
 
     def __init__(
@@ -96,8 +103,12 @@ class Driver:
         owner: str,
         retry: RetryPolicy = DEFAULT_RETRY,
         statement_timeout: float | None = None,
+        read_only: bool = False,
     ) -> None:
         check_options(retry, statement_timeout)
+        if not isinstance(read_only, bool):
+            raise TypeError(f"read_only must be True or False, not {read_only!r}")
+        self.read_only = read_only
         self.q = q
         self.owner = owner
         self.retry = retry
@@ -132,6 +143,16 @@ class Driver:
     def check_open(self) -> None:
         if self.state.closed:
             raise closed_error(self.owner)
+
+    def server(self) -> str:
+        """``host:port/dbname`` of the server, as far as known without a round trip."""
+        return target_of(self.pool, self.conn)
+
+    def refuse_write(self, operation: str) -> None:
+        """Raise ReadOnlyError if the saver or store was made with ``read_only=True``: a write
+        is refused before it sends anything (``operation`` names it)."""
+        if self.read_only:
+            raise ReadOnlyError(self.owner, operation, self.server(), flagged=True)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,6 +219,9 @@ class Driver:
                 state.inflight.add(conn)
                 try:
                     yield conn
+                except errors.ReadOnlySqlTransaction as exc:
+                    exc.lgps_server = server_of(conn)  # type: ignore[attr-defined]
+                    raise
                 finally:
                     state.inflight.discard(conn)
                     self.pool.putconn(conn)
@@ -208,6 +232,9 @@ class Driver:
                     state.inflight.add(self.conn)
                     try:
                         yield self.conn
+                    except errors.ReadOnlySqlTransaction as exc:
+                        exc.lgps_server = server_of(self.conn)  # type: ignore[attr-defined]
+                        raise
                     finally:
                         state.inflight.discard(self.conn)
         finally:
@@ -338,9 +365,26 @@ class Driver:
             raise closed_error(self.owner) from exc
         if isinstance(exc, errors.InsufficientPrivilege):
             raise self._privilege_error(exc) from exc
-        if getattr(exc, "sqlstate", None) == LOST_RACE:
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate == LOST_RACE:
             raise concurrent_update_error(exc) from exc
+        if sqlstate == READ_ONLY:
+            raise read_only_error(
+                self.owner, exc, self.server(), standby=self._in_recovery()
+            ) from exc
         raise exc
+
+    def _in_recovery(self) -> bool | None:
+        """After a write refused as read-only: whether the server is a standby (None: unknown).
+        One round trip, on this rare path only."""
+        try:
+            with self.cursor() as cur:
+                cur.execute(self.q["in_recovery"], prepare=False)
+                row = cur.fetchone()
+        except Exception:  # the error to raise is the read-only one
+            logger.debug("could not ask whether the server is a standby", exc_info=True)
+            return None
+        return None if row is None else bool(row[0])
 
     def _privilege_error(self, exc: errors.InsufficientPrivilege) -> PrivilegeError:
         """Name the table and the privilege the role lacks (Postgres names the table only)."""
@@ -478,6 +522,9 @@ class Driver:
                 # the next call on this connection makes a new kept cursor
                 cur.close()
             return result
+        except errors.ReadOnlySqlTransaction as exc:
+            exc.lgps_server = server_of(conn)  # type: ignore[attr-defined]
+            raise
         finally:
             inflight.discard(conn)
             try:
