@@ -108,32 +108,24 @@ RETURNING 1
 -- A parent that is not there makes put insert nothing; the saver then tries put_orphan, which stores
 -- the checkpoint only if its state is whole without its ancestors (or raises).
 --
--- The statement's snapshot is older than its wait for the lock, so a prune that committed during
--- that wait is invisible to it. "seen" reads the parent after the lock (the one-time filter on
--- guard runs first) and keeps its raw xmax: a deleter, committed or not, leaves its id there, and
--- the lifecycle deleters hold this lock exclusively, so none can start until this statement
--- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
--- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
--- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put. delete_thread takes no lock: one that starts after this read deletes
--- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
--- for the lock, then deleted the parent anyway; docs/guide.md "Retention", Limits).
-WITH {_guard}, seen AS (
-    SELECT p.xmax = '0'::xid AS untouched FROM {schema}.pgsaver_checkpoints AS p
-    WHERE (SELECT count(*) FROM guard) = 1
-      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND p.checkpoint_id = %(parent_checkpoint_id)s
-), locked AS (
-    SELECT 1 FROM {schema}.pgsaver_checkpoints AS p
-    WHERE EXISTS (SELECT 1 FROM seen WHERE NOT seen.untouched)
-      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND p.checkpoint_id = %(parent_checkpoint_id)s
-    FOR KEY SHARE OF p
-), allowed AS (
+-- The parent is read by migration 0011's pgsaver_parent_stored, filtering guard's row: so after the
+-- lock is held (a VOLATILE function is never a one-time filter evaluated before the scan), with a
+-- snapshot of its own, taken after that wait. It reads the parent's raw xmax: a deleter, committed
+-- or not, leaves its id there, and the lifecycle deleters hold this lock exclusively, so none can
+-- start until this statement commits. An xmax of 0 therefore proves the parent is still there. Any
+-- other xmax (a delete, an update, an earlier row lock) takes the slow path: FOR KEY SHARE, which
+-- waits for a deleter still running and rechecks the latest row version. Locking only then saves a
+-- page write and a WAL record per put. A function rather than a CTE, because its plan is made under
+-- its own enable_seqscan = off: the CTE's lookup, in the generic plan a prepared put_new keeps from
+-- its sixth call, was a sequential scan whenever that call came while the table was small (after an
+-- ANALYZE of the empty tables), and stayed one as the table grew. delete_thread takes no lock: one
+-- that starts after this read deletes the parent and leaves this checkpoint, as it did when the
+-- parent was always locked (it waited for the lock, then deleted the parent anyway; docs/guide.md
+-- "Retention", Limits).
+WITH {_guard}, allowed AS (
     SELECT 1 AS ok FROM guard
-    WHERE (%(parent_checkpoint_id)s::text IS NULL
-       OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
-       OR EXISTS (SELECT 1 FROM locked))
+    WHERE {schema}.pgsaver_parent_stored(
+              %(thread_id)s::text, %(checkpoint_ns)s::text, %(parent_checkpoint_id)s::text)
       AND {claim}
 )
 

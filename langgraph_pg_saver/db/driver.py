@@ -405,14 +405,14 @@ class Driver:
 
     def _send(self, cur: Cursor[Any], conn: Connection[Any], call: Call) -> None:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
-        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
-        server-side function) instead, while the functions are usable: a schema without them
-        (migrated by an older release) or a role that may not execute them gets the statement,
-        and the saver stops calling them."""
+        violation; on one that prepares nothing (or for a ``function_first`` call, on any), its
+        ``unprepared`` form (a call of our server-side function) instead, while the functions
+        are usable: a schema without them (migrated by an older release) or a role that may not
+        execute them gets the statement, and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
-            and conn.prepare_threshold is None
+            and (call.function_first or conn.prepare_threshold is None)
             and conn.autocommit
             and self.state.functions
         ):
