@@ -281,17 +281,21 @@ class Bench:
             for cfg in fan:
                 for t in range(FAN_OUT):
                     saver.put_writes(cfg, payloads.three_writes(), f"t{t}")
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            tables = conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (STALE_SCHEMA,)
-            ).fetchall()
-            for (table,) in tables:
-                conn.execute(
-                    f'ALTER TABLE {STALE_SCHEMA}."{table}" SET (autovacuum_enabled = false)'
-                )
-                conn.execute(f'ANALYZE {STALE_SCHEMA}."{table}"')
+        self.autovacuum_off(STALE_SCHEMA, analyze=True)
         for impl, saver in savers.items():
             self.fixtures[impl]["stale"] = put_chain(saver, f"{impl}-stale", 200, writes=1)
+
+    def autovacuum_off(self, schema: str, analyze: bool = False) -> None:
+        """Autovacuum off on every table of ``schema`` (its statistics stay what they are), and
+        with ``analyze`` each analyzed now."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+            for (table,) in tables:
+                conn.execute(f'ALTER TABLE {schema}."{table}" SET (autovacuum_enabled = false)')
+                if analyze:
+                    conn.execute(f'ANALYZE {schema}."{table}"')
 
     # ------------------------------------------------------------------ the rounds
 
@@ -329,6 +333,8 @@ class Bench:
             self.dsn, autocommit=True, prepare_threshold=cfg.floor_prepare
         ) as conn:
             for key in self.selected:
+                if cfg.fresh and (WORKLOADS[key].fixtures or key == "async"):
+                    continue  # fresh-stats: only what needs no fixtures (and its own schema)
                 t0 = time.perf_counter()
                 self._run(key, cfg, savers, stale, conn, r)
                 self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - t0

@@ -44,6 +44,26 @@ RETURNING 1
 {_put_row}
 RETURNING 1
 
+-- name: put_plain
+-- put with the parent check inline (_put_checked_plain), for a schema without migration 0011's
+-- pgsaver_parent_stored (a deployment whose code is newer than its last setup()) or a role that
+-- may not execute it: the driver sends it, with put_new_plain, once the function cannot be called.
+{_put_checked_plain}, new_blobs AS (
+    {_put_blobs}
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+)
+{_put_row}
+{_put_row_upsert}
+RETURNING 1
+
+-- name: put_new_plain
+-- put_new with the parent check inline (see put_plain).
+{_put_checked_plain}, new_blobs AS (
+    {_put_blobs}
+)
+{_put_row}
+RETURNING 1
+
 -- name: put_call
 -- put_new as a call of migration 0006's function, for a connection that prepares nothing (behind a
 -- pooler): this short statement is all that is parsed and planned per call; the function's own
@@ -126,6 +146,32 @@ WITH {_guard}, allowed AS (
     SELECT 1 AS ok FROM guard
     WHERE {schema}.pgsaver_parent_stored(
               %(thread_id)s::text, %(checkpoint_ns)s::text, %(parent_checkpoint_id)s::text)
+      AND {claim}
+)
+
+-- name: _put_checked_plain
+-- _put_checked with the parent read in the statement, as before migration 0011: "seen" reads the
+-- parent after the lock (the one-time filter on guard runs first) with the statement's snapshot,
+-- which is older than the wait, and keeps its raw xmax, with the same proof as pgsaver_parent_stored;
+-- "locked" is its slow path. Its plan is the statement's: after statistics of empty tables, a
+-- prepared put_new_plain may scan the checkpoints (docs/performance.md, "Statistics of empty
+-- tables"); only a schema or role without the function runs it.
+WITH {_guard}, seen AS (
+    SELECT p.xmax = '0'::xid AS untouched FROM {schema}.pgsaver_checkpoints AS p
+    WHERE (SELECT count(*) FROM guard) = 1
+      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = %(parent_checkpoint_id)s
+), locked AS (
+    SELECT 1 FROM {schema}.pgsaver_checkpoints AS p
+    WHERE EXISTS (SELECT 1 FROM seen WHERE NOT seen.untouched)
+      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+      AND p.checkpoint_id = %(parent_checkpoint_id)s
+    FOR KEY SHARE OF p
+), allowed AS (
+    SELECT 1 AS ok FROM guard
+    WHERE (%(parent_checkpoint_id)s::text IS NULL
+       OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
+       OR EXISTS (SELECT 1 FROM locked))
       AND {claim}
 )
 

@@ -42,6 +42,10 @@ class Call(NamedTuple):
     #: (migration 0011: enable_seqscan off), so they stay on the index whatever the statistics
     #: were when the session made them, where a prepared statement's generic plan does not
     function_first: bool = False
+    #: ``query`` and ``upsert`` calling none of our functions, sent instead once they cannot be
+    #: called (a schema an older release migrated, a role without EXECUTE): put's statements
+    #: call migration 0011's parent check
+    plain: tuple[bytes, bytes | None] | None = None
     #: the result is small (one checkpoint's rows), so it may stay on the connection's kept
     #: cursor; the bytes in this column measure it, and a larger result closes the kept cursor
     size_column: int | None = None
