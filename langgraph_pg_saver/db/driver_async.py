@@ -650,6 +650,3 @@ async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
     if returns == ONE:
         return await cur.fetchone()
     return None if returns == NOTHING else await cur.fetchall()
-
-
-
