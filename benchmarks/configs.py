@@ -17,7 +17,9 @@
   them: the statistics of a fresh deployment analyzed right after setup, kept for the whole run
   (a user's autovacuum would analyze again after some thousands of rows). Only the workloads
   that need no fixtures run there (put, put-strings, put-guarded, encrypted, graph): their tables
-  grow from empty with the rounds, as a new deployment's do.
+  grow from empty with the rounds, as a new deployment's do, and after each round by 20 copies of
+  that round's threads (``Bench.grow``), so that later rounds run on tables tens of times larger
+  than those the sessions planned on.
 
 Only the public API of ``langgraph_pg_saver`` is used: the constructors on a pool or a connection,
 ``from_conn_string``, the ``schema`` option, ``setup`` and the saver methods.
@@ -168,8 +170,9 @@ CONFIGS: dict[str, Config] = {
             "fresh statistics",
             "As same pool, with both savers' tables in a schema of their own, created empty by "
             "setup() and analyzed while empty (autovacuum off on them), as a fresh deployment "
-            "analyzed right after setup is; the tables grow from empty with the rounds. Only the "
-            "workloads that need no fixtures. Floors prepared.",
+            "analyzed right after setup is; the tables grow from empty with the rounds, and after "
+            "each round by 20 copies of its threads. Only the workloads that need no fixtures. "
+            "Floors prepared.",
             prepare_threshold=0,
             shared_pool=True,
             fresh=True,
