@@ -726,6 +726,12 @@ CROSS JOIN LATERAL (
 ) AS s
 ORDER BY 1, 2 DESC, 3, 4, 5
 
+-- name: delta_history_call
+-- delta_history as a call of migration 0011's function, which holds its two forms (checkpoint_id
+-- NULL: the latest) and plans them under enable_seqscan = off: the same rows, in the same order.
+SELECT * FROM {schema}.pgsaver_delta_history(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text, %(channels)b::text[])
+
 -- ============================================================================ lifecycle
 
 -- name: _x_stores_k

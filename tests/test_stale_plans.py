@@ -174,7 +174,7 @@ class Session:
 
 def hot_path(saver: PostgresSaver, thread: str, runs: int) -> None:
     """What a running graph sends: put (after the first, with a parent), put_writes, get_tuple of
-    the latest and by id."""
+    the latest and by id, DeltaChannel history."""
     latest = config(thread)
     stored = latest
     for i in range(runs):
@@ -185,6 +185,8 @@ def hot_path(saver: PostgresSaver, thread: str, runs: int) -> None:
         saver.put_writes(stored, [("__interrupt__", i)], f"task-{i}")  # a special write: upsert
         assert saver.get_tuple(latest) is not None
         assert saver.get_tuple(stored) is not None
+        assert saver.get_delta_channel_history(config=stored, channels=["a"])
+        assert saver.get_delta_channel_history(config=latest, channels=["a", "b"])
 
 
 @pytest.fixture(
@@ -239,3 +241,44 @@ def test_the_hot_path_stays_on_its_indexes_after_statistics_of_empty_tables(
     if session.threshold is not None:  # type: ignore[attr-defined]
         generic = {q[:120]: s for q, (g, s) in session.generic_plans().items() if s}
         assert not generic, f"cached generic plans that scan: {generic}"
+
+
+def test_delta_history_reads_the_same_through_the_function(db_dsn: str) -> None:
+    """Migration 0011's pgsaver_delta_history holds delta_history as of that migration: for every
+    checkpoint of DeltaChannel threads (with subgraph namespaces too), by id and as the latest,
+    the function and the statement give the same history."""
+    from graphs import delta_chat, with_subgraph
+
+    from langgraph_pg_saver.checkpoint import history as _history
+
+    with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=0) as saver:
+        for builder, thread, given, turns in (
+            (delta_chat, "delta", {"messages": ["hi"]}, 6),
+            (with_subgraph, "sub", {"foo": "x"}, 2),
+        ):
+            graph = builder().compile(checkpointer=saver)
+            for _ in range(turns):
+                graph.invoke(given, {"configurable": {"thread_id": thread}})
+        configs = [t.config for t in saver.list(None)]
+        targets = [
+            *configs,
+            *({"configurable": dict(c["configurable"], checkpoint_id=None)} for c in configs[:3]),
+        ]
+        assert len(configs) > 10
+        for target in targets:
+            if target["configurable"].get("checkpoint_id") is None:
+                target = {
+                    "configurable": {
+                        k: v for k, v in target["configurable"].items() if k != "checkpoint_id"
+                    }
+                }
+            got = {
+                function: saver._driver.drive(
+                    _history.delta_history(
+                        saver._q, saver.serde, target, ["messages", "foo", "x"], function
+                    )
+                )
+                for function in (True, False)
+            }
+            assert got[True] == got[False], target
+        assert any(h.get("seed") is not None or h["writes"] for h in got[True].values())
