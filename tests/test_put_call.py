@@ -152,7 +152,8 @@ def test_a_guarded_put_keeps_its_claim_unprepared(db_dsn: str) -> None:
 
 def test_get_tuple_reads_the_same_through_the_function(db_dsn: str) -> None:
     """Every checkpoint of threads with pending writes, an interrupt, subgraph namespaces and a
-    DeltaChannel, read by id and as the latest, prepared and through the function."""
+    DeltaChannel, read by id and as the latest, through the function (prepared and not) and
+    through the statements."""
     from graphs import approval_in_subgraph, with_subgraph
 
     with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=0) as saver:
@@ -181,7 +182,11 @@ def test_get_tuple_reads_the_same_through_the_function(db_dsn: str) -> None:
     for prepare in (0, None):
         with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=prepare) as saver:
             reads[prepare] = [saver.get_tuple(c) for c in (*configs, *latest, *missing)]
-    assert reads[0] == reads[None]
+    # the statements (get_tuple, get_tuple_id): what a connection of the caller's own runs
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        own = PostgresSaver(conn)
+        reads["statement"] = [own.get_tuple(c) for c in (*configs, *latest, *missing)]
+    assert reads[0] == reads[None] == reads["statement"]
     assert reads[None][-1] is None
     assert any(t is not None and t.pending_writes for t in reads[None])
     assert {c["configurable"]["checkpoint_ns"] for c in configs} != {""}  # subgraph namespaces
