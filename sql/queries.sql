@@ -668,6 +668,8 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- ============================================================================ DeltaChannel history
 
 -- name: delta_history
+-- Mirrored by migration 0011's pgsaver_delta_history (delta_history_call, what the saver sends
+-- where it can), _x_stores_k included: a change here needs a migration replacing it.
 -- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
 -- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
 -- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent. The last four

@@ -1,6 +1,6 @@
 -- 0011: plans that stay on their index whatever the statistics say.
--- additive: new settings on the functions of 0004, 0006 and 0007 (their bodies unchanged) and a new
--- function; code that knows 0001-0010 calls the same functions and gets the same results.
+-- additive: new settings on the functions of 0004, 0006 and 0007 (their bodies unchanged) and two
+-- new functions; code that knows 0001-0010 calls the same functions and gets the same results.
 -- With statistics taken while the tables were empty or tiny (a fresh deployment, a new tenant
 -- schema, ANALYZE right after setup), the planner costs a sequential scan of a table of 0-5 pages
 -- below any index scan. A session keeps the plan it made then (a PL/pgSQL function's plans, and a
