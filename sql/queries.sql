@@ -1456,7 +1456,8 @@ WHERE to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations') IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations'), 'SELECT')
 UNION ALL
 SELECT 'function ' || f.name, 'EXECUTE'
-FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head']) AS f(name)
+FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head', 'pgsaver_parent_stored',
+                    'pgsaver_delta_history']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
     AND pr.pronamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = %(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')
