@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection
+from psycopg.errors import UndefinedFunction
 from psycopg_pool import AsyncConnectionPool
 
 from langgraph_pg_saver.checkpoint import history as _history
@@ -44,6 +45,7 @@ from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
+from langgraph_pg_saver.db.policy import function_unusable
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
@@ -416,9 +418,19 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
-        result: Mapping[str, DeltaChannelHistory] = await self._driver.drive(
-            _history.delta_history(self._q, self.serde, config, channels)
-        )
+        driver = self._driver
+        functions = driver.state.functions
+        try:
+            result: Mapping[str, DeltaChannelHistory] = await driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, functions)
+            )
+        except UndefinedFunction as exc:  # a schema older than migration 0011
+            if not functions or not function_unusable(exc):
+                raise
+            driver._functions_unusable(exc)
+            result = await driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, False)
+            )
         return result
 
     async def aprune(  # type: ignore[override]  # returns a Report (None upstream)

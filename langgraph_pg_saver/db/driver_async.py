@@ -495,14 +495,14 @@ class AsyncDriver:
 
     async def _send(self, cur: AsyncCursor[Any], conn: AsyncConnection[Any], call: Call) -> None:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
-        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
-        server-side function) instead, while the functions are usable: a schema without them
-        (migrated by an older release) or a role that may not execute them gets the statement,
-        and the saver stops calling them."""
+        violation; on one that prepares nothing (or for a ``function_first`` call, on any), its
+        ``unprepared`` form (a call of our server-side function) instead, while the functions
+        are usable: a schema without them (migrated by an older release) or a role that may not
+        execute them gets the statement, and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
-            and conn.prepare_threshold is None
+            and (call.function_first or conn.prepare_threshold is None)
             and conn.autocommit
             and self.state.functions
         ):
@@ -517,21 +517,56 @@ class AsyncDriver:
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
                     raise
-                self.state.functions = False
-                logger.warning(
-                    "%s: cannot call the server-side functions of migrations 0006/0007 (%s); "
-                    "sending the statements instead. Run setup() with the migration role to add "
-                    "them, or GRANT EXECUTE on them",
-                    self.owner,
-                    str(exc).strip(),
-                )
-        query = call.query
+                self._functions_unusable(exc)
+        query, upsert = call.query, call.upsert
+        if call.plain is not None and not self.state.functions:
+            query, upsert = call.plain
         try:
             await cur.execute(query, call.params, prepare=prepare_flag(query))
         except errors.UniqueViolation:
-            if call.upsert is None:
+            if upsert is None:
                 raise
-            await cur.execute(call.upsert, call.params)
+            await cur.execute(upsert, call.params)
+        except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
+            if call.plain is None or query is call.plain[0] or not function_unusable(exc):
+                raise
+            self._functions_unusable(exc)
+            await self._send(cur, conn, call)
+
+    async def _direct(self, cur: AsyncCursor[TupleRow], call: Call) -> Any:
+        """The call on a connection that is not in autocommit, or not pooled: a failed statement
+        would abort the transaction it is in, so the upsert (if any) runs directly. Where our
+        functions cannot be called, the statements that need none; a call that finds so out
+        runs again only outside a transaction (nothing of the caller's was aborted)."""
+        query = call.query
+        if call.plain is not None and not self.state.functions:
+            query = call.plain[0]
+            statement = call.plain[1] or query
+        else:
+            statement = call.upsert or query
+        try:
+            await cur.execute(statement, call.params, prepare=prepare_flag(query))
+        except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
+            if call.plain is None or not self.state.functions or not function_unusable(exc):
+                raise
+            self._functions_unusable(exc)
+            if cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raise
+            return await self._direct(cur, call)
+        return await _fetch(cur, call.returns)
+
+    def _functions_unusable(self, exc: Exception) -> None:
+        """Our server-side functions cannot be called here: say so once; the calls of this saver
+        and its clones send the statements that need none from now on."""
+        self.state.functions = False
+        logger.warning(
+            "%s: cannot call the server-side functions of migrations 0006, 0007 and 0011 (%s); "
+            "sending the statements instead, whose plans may fall to a sequential scan after "
+            "statistics of empty tables. Run setup() with the migration role to add them, or "
+            "GRANT EXECUTE on them",
+            self.owner,
+            str(exc).strip(),
+        )
 
     async def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
@@ -541,7 +576,7 @@ class AsyncDriver:
         returns = call.returns
         if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             async with self.cursor() as cur:
-                return await _direct(cur, call)
+                return await self._direct(cur, call)
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
@@ -559,7 +594,7 @@ class AsyncDriver:
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
-                    return await _direct(cur, call)
+                    return await self._direct(cur, call)
             if needs_pooler_check(conn):
                 await self._check_pooler(conn)
             kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
@@ -662,10 +697,3 @@ async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
     if returns == ONE:
         return await cur.fetchone()
     return None if returns == NOTHING else await cur.fetchall()
-
-
-async def _direct(cur: AsyncCursor[TupleRow], call: Call) -> Any:
-    """The call on a connection that is not in autocommit, or not pooled: a failed statement
-    would abort the transaction it is in, so the upsert (if any) runs directly."""
-    await cur.execute(call.upsert or call.query, call.params, prepare=prepare_flag(call.query))
-    return await _fetch(cur, call.returns)
