@@ -46,11 +46,16 @@ _KEPT_CURSOR = "_lgps_kept_cursor"
 _POOLER_CHECKED = "_lgps_pooler_checked"
 _STATS = "_lgps_stats"
 
-#: the live size, in pages, each of a family's tables must have before a connection prepares
-#: that family's StatsPlan statements: their generic plans, made from then on, are on the
-#: indexes at and above 4 pages (after statistics of the empty tables, or of tables that size;
-#: docs/performance.md, "Statistics of empty tables"); 16 is four times that
-TRUSTED_PAGES = 16
+#: the live size, in pages, each checkpoint table (pgsaver_checkpoints, pgsaver_blobs,
+#: pgsaver_writes) must have before a connection prepares their StatsPlan statements: the generic
+#: plans of list() and get_tuple were on their indexes from 7 pages of pgsaver_checkpoints on
+#: (after statistics of the empty tables, or of tables that size); 32 is four and a half times
+#: that (docs/performance.md, "Statistics of empty tables")
+TRUSTED_PAGES = 32
+#: the same for the store's table: store_delete's and store_refresh's generic plans (a join with
+#: an array of keys of unknown length) were on the primary key from 50 pages on, store_get's
+#: from 10; 128 is two and a half times the larger
+TRUSTED_STORE_PAGES = 128
 #: how often (seconds) a connection that found a family's tables small asks again, when it runs
 #: one of that family's StatsPlan statements (one round trip, while the tables are small)
 STATS_RECHECK = 60.0
@@ -85,14 +90,14 @@ def needs_first_check(
 
 def first_check_params() -> dict[str, int]:
     """The parameters of the ``first_check`` statement."""
-    return {"pages": TRUSTED_PAGES}
+    return {"pages": TRUSTED_PAGES, "store_pages": TRUSTED_STORE_PAGES}
 
 
 def record_stats(
     conn: Connection[Any] | AsyncConnection[Any], checkpoints: bool, store: bool
 ) -> None:
     """What the check found: whether the checkpoint tables and the store's are large enough
-    (``TRUSTED_PAGES``) for this connection to prepare their StatsPlan statements."""
+    (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``) for this connection to prepare their StatsPlan statements."""
     with contextlib.suppress(AttributeError):
         setattr(conn, _STATS, (time.monotonic(), bool(checkpoints), bool(store)))
 

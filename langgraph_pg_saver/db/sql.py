@@ -41,8 +41,12 @@ class CustomPlan(bytes):
 #: made once by a session while the tables were small (after statistics of empty tables), would
 #: keep a sequential scan of the tables as they grow (docs/performance.md, "Statistics of empty
 #: tables"): delete_thread (0.03 ms to plan), put_orphan (a put whose parent is not stored),
-#: pending_sends (checkpoints of format below 4)
-PLANNED_PER_CALL = frozenset({"delete_thread", "put_orphan", "pending_sends"})
+#: pending_sends (checkpoints of format below 4); and the store's search and list_namespaces,
+#: whose generic plan scans at any size (a namespace prefix that may be NULL, a LIKE pattern
+#: given as a parameter: nothing an index can take until the values are known)
+PLANNED_PER_CALL = frozenset(
+    {"delete_thread", "put_orphan", "pending_sends", "store_search", "store_prefixes"}
+)
 
 
 class StatsPlan(bytes):
@@ -81,7 +85,7 @@ PLANNED_BY_STATS = {
         StatsPlan,
     ),
     **dict.fromkeys(
-        ("store_get", "store_refresh", "store_search", "store_prefixes", "store_delete"),
+        ("store_get", "store_refresh", "store_delete"),
         StoreStatsPlan,
     ),
 }
