@@ -167,7 +167,9 @@ def test_results_do_not_depend_on_generic_or_custom_plans(
             assert tup.metadata["step"] in range(30)
 
 
-def test_hot_statements_settle_on_one_generic_plan(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hot_statements_settle_on_one_generic_plan(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A prepared statement helps only if Postgres stops planning it: after its five custom plans it
     must choose the generic one. delta_history once never did (the channel array's length made
     each custom plan look cheaper) and was planned anew on every call."""
@@ -203,7 +205,9 @@ def test_hot_statements_settle_on_one_generic_plan(db_dsn: str, monkeypatch: pyt
     assert not replanned, replanned
 
 
-def test_reads_settle_on_a_generic_plan_when_statistics_favour_custom_plans(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reads_settle_on_a_generic_plan_when_statistics_favour_custom_plans(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Postgres keeps planning a prepared statement anew while its custom plans look cheaper than
     the generic one. A value the planner can see (a thread's row count in the statistics, a limit of
     20) made every custom plan of list() look cheaper on a table of a few long threads: a plan on
