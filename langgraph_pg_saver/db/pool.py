@@ -19,10 +19,22 @@ enforces ``max_lifetime`` only when a connection is returned. The savers' driver
 connection its server ended (they look at its socket first) and rerun a call whose connection was
 lost (``retry.py``); ``from_conn_string`` also turns TCP keepalives on.
 
-One more change: a new connection that fails for a transient reason (the server is starting up, or
+Reconnecting. A new connection that fails for a transient reason (the server is starting up, or
 the session was ended while it was being set up) is tried again at once, a few times within about a
-quarter of a second, before psycopg_pool's own backoff (one second, then doubling) takes over. During
-a burst of faults that backoff otherwise grows past the pool's timeout while the server is fine.
+quarter of a second. After that, the pool's attempt to add the connection is rescheduled on a
+schedule of ours, not psycopg_pool's (one second, doubling: 1, 2, 4, 8, 16 s, so that after a 20 s
+outage the next attempt came 31 s after the first failure, past a call's 30 s ``timeout``, while
+callers waiting for a connection trigger no attempt of their own): 0.25 s, 0.5 s, then about a
+second between attempts (jittered down by up to a quarter, so that pools that failed together do
+not knock together), for as long as psycopg_pool's ``reconnect_timeout`` (five minutes by default;
+then the attempt gives up, as psycopg_pool's does). A caller waiting for a connection gets one
+within about a second of the server accepting again.
+
+Shrinking. psycopg_pool closes at most one idle connection per ``max_idle`` period (its
+``ShrinkPool`` task), so a pool that grew to 10 in a burst holds its slots for up to nine periods.
+These pools close every connection above ``min_size`` that has been idle for ``max_idle`` seconds,
+looking every quarter of ``max_idle`` (``from_conn_string``'s default: 30 s, so a burst's extra
+connections are released 30-38 s after it ends).
 
 The order is the only thing touched, through the pool's ready-connection deque. If a future
 psycopg_pool stores idle connections differently, these pools silently behave like their parents
@@ -33,6 +45,8 @@ change is noticed here rather than by users.
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -41,6 +55,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from psycopg_pool.abc import ACT, CT
+from psycopg_pool.base import AttemptWithBackoff
+from psycopg_pool.pool import ShrinkPool
+from psycopg_pool.pool_async import ShrinkPool as AsyncShrinkPool
 
 from langgraph_pg_saver.db.retry import is_transient
 
@@ -49,6 +66,71 @@ _CONNECT_TRIES = 4
 _CONNECT_DELAYS = (0.02, 0.06, 0.15)
 
 __all__ = ["AsyncLifoConnectionPool", "LifoConnectionPool"]
+
+logger = logging.getLogger(__name__)
+
+
+#: the pool's reconnection schedule after the quick tries: the first waits, then about a second
+_RECONNECT_DELAYS = (0.25, 0.5)
+RECONNECT_MAX_DELAY = 1.0
+#: a shrink looks for idle connections this often, as a fraction of max_idle (and at least every
+#: this many seconds, at most)
+_SHRINK_EVERY = 0.25
+_SHRINK_MIN_PERIOD = 0.5
+
+
+class Reconnect(AttemptWithBackoff):
+    """psycopg_pool's reconnection attempt with our schedule: ``_RECONNECT_DELAYS``, then about
+    ``RECONNECT_MAX_DELAY`` between tries (jittered down by up to a quarter), giving up
+    ``timeout`` seconds (the pool's ``reconnect_timeout``) after the first failure, as
+    psycopg_pool's own attempt does."""
+
+    def __init__(self, *, timeout: float):
+        super().__init__(timeout=timeout)
+        self.failures = 0
+
+    def update_delay(self, now: float) -> None:
+        if self.failures == 0:
+            self.give_up_at = now + self.timeout
+        ceiling = (
+            _RECONNECT_DELAYS[self.failures]
+            if self.failures < len(_RECONNECT_DELAYS)
+            else RECONNECT_MAX_DELAY
+        )
+        self.failures += 1
+        self.delay = random.uniform(0.75 * ceiling, ceiling)
+        if self.delay + now > self.give_up_at:
+            self.delay = max(0.0, self.give_up_at - now)
+
+
+def _idle_since(conn: Any) -> float:
+    return getattr(conn, "_lgps_idle_since", 0.0)  # type: ignore[no-any-return]
+
+
+def _pick_idle(pool: Any, now: float) -> list[Any]:
+    """Take out of the pool's idle connections (under its lock) those idle for ``max_idle``
+    seconds, oldest first, as many as the pool has above ``min_size``; keeps psycopg_pool's own
+    figure of unused connections in step."""
+    pool._nconns_min = len(pool._pool)
+    ready = pool._pool
+    if not isinstance(ready, deque):  # pragma: no cover - a psycopg_pool of another shape
+        return []
+    spare = pool._nconns - pool.min_size
+    picked: list[Any] = []
+    for conn in list(ready):
+        if len(picked) >= spare:
+            break
+        if now - _idle_since(conn) >= pool.max_idle:
+            picked.append(conn)
+    for conn in picked:
+        ready.remove(conn)
+    pool._nconns -= len(picked)
+    pool._nconns_min = len(ready)
+    return picked
+
+
+def _shrink_period(max_idle: float) -> float:
+    return max(_SHRINK_MIN_PERIOD, max_idle * _SHRINK_EVERY)
 
 
 def _describe(exc: BaseException) -> str:
@@ -90,6 +172,30 @@ class LifoConnectionPool(ConnectionPool[CT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # psycopg_pool makes its own attempt when given none (a lost connection replaced, the
+        # pool growing or filling up): ours reschedules within about a second
+        super()._add_connection(
+            Reconnect(timeout=self.reconnect_timeout) if attempt is None else attempt, growing
+        )
+
+    def _add_to_pool(self, conn: CT) -> None:
+        conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]
+        super()._add_to_pool(conn)
+
+    def _shrink_pool(self) -> None:
+        with self._lock:
+            picked = _pick_idle(self, time.monotonic())
+        if picked:
+            logger.info("pool %r: closing %d idle connections", self.name, len(picked))
+        for conn in picked:
+            self._close_connection(conn)
+
+    def schedule_task(self, task: Any, delay: float) -> None:
+        if isinstance(task, ShrinkPool):
+            delay = min(delay, _shrink_period(self.max_idle))
+        super().schedule_task(task, delay)
+
 
 class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
     """A :class:`psycopg_pool.AsyncConnectionPool` that reuses the most recently returned
@@ -116,14 +222,39 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _add_connection(
+        self, attempt: AttemptWithBackoff | None, growing: bool = False
+    ) -> None:
+        await super()._add_connection(
+            Reconnect(timeout=self.reconnect_timeout) if attempt is None else attempt, growing
+        )
+
+    async def _add_to_pool(self, conn: ACT) -> None:
+        conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]
+        await super()._add_to_pool(conn)
+
+    async def _shrink_pool(self) -> None:
+        async with self._lock:
+            picked = _pick_idle(self, time.monotonic())
+        if picked:
+            logger.info("pool %r: closing %d idle connections", self.name, len(picked))
+        for conn in picked:
+            await self._close_connection(conn)
+
+    async def schedule_task(self, task: Any, delay: float) -> None:
+        if isinstance(task, AsyncShrinkPool):
+            delay = min(delay, _shrink_period(self.max_idle))
+        await super().schedule_task(task, delay)
+
 
 # --------------------------------------------------------------------------- connection settings
 
 #: from_conn_string's default: prepare a hot-path statement after this many uses on a connection
 DEFAULT_PREPARE_THRESHOLD = 5
-#: from_conn_string's pools: idle connections above min_size close after this many seconds, below
-#: the idle timeouts of common cloud load balancers (Azure's is 4 minutes, AWS NLB's 350 s)
-POOL_MAX_IDLE = 230.0
+#: from_conn_string's pools: idle connections above min_size close after this many seconds (all of
+#: them, not psycopg_pool's one per period): a burst's extra connections give their server slots
+#: back within about 40 s (far below the idle timeouts of cloud load balancers, 4 minutes and more)
+POOL_MAX_IDLE = 30.0
 #: and every connection is replaced after this many (psycopg_pool's default is an hour)
 POOL_MAX_LIFETIME = 1800.0
 
