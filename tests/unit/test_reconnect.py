@@ -1,0 +1,39 @@
+"""The pools' reconnection schedule (db/pool.py ``Reconnect``): about a second between attempts,
+never psycopg_pool's doubling, and psycopg_pool's give-up after ``reconnect_timeout``."""
+
+from __future__ import annotations
+
+from psycopg_pool.base import AttemptWithBackoff
+
+from langgraph_pg_saver.db.pool import RECONNECT_MAX_DELAY, Reconnect
+
+
+def _delays(attempt: AttemptWithBackoff, failures: int, every: float = 0.0) -> list[float]:
+    now, out = 1000.0, []
+    for _ in range(failures):
+        attempt.update_delay(now)
+        out.append(attempt.delay)
+        now += attempt.delay + every
+    return out
+
+
+def test_attempts_come_about_a_second_apart_after_two_quick_ones() -> None:
+    delays = _delays(Reconnect(timeout=300.0), 40)
+    assert 0.1875 <= delays[0] <= 0.25 and 0.375 <= delays[1] <= 0.5
+    assert all(0.75 * RECONNECT_MAX_DELAY <= d <= RECONNECT_MAX_DELAY for d in delays[2:])
+    assert len(set(delays[2:])) > 1  # jittered: pools that failed together part ways
+    # psycopg_pool's own: 1 s, doubling (past a call's 30 s timeout after a 20 s outage)
+    theirs = _delays(AttemptWithBackoff(timeout=300.0), 6)
+    assert theirs[4] > 14.0
+
+
+def test_gives_up_after_reconnect_timeout_as_psycopg_pool_does() -> None:
+    attempt = Reconnect(timeout=5.0)
+    now = 1000.0
+    attempt.update_delay(now)  # the first failure starts the clock
+    assert attempt.give_up_at == now + 5.0
+    while not attempt.time_to_give_up(now):
+        now += attempt.delay
+        assert now <= 1005.0 + 1e-9  # the last wait is cut to the give-up time
+        attempt.update_delay(now)
+    assert attempt.time_to_give_up(1005.0)
