@@ -185,13 +185,11 @@ async def _through_an_outage(cluster: Cluster, outage: float, how: str) -> None:
                 resumed_after_accept=delays,
             )
             for name, delay in delays.items():
-                assert delay is not None and delay < BOUND, (name, delays)
+                assert delay is not None, (name, delays)
+                assert delay < BOUND, (name, delays)
 
             # nothing acknowledged is lost, the crash included (durable cluster)
-            stored = {
-                t.checkpoint["id"]
-                for t in saver.list(config(f"{thread_id}-s"))
-            }
+            stored = {t.checkpoint["id"] for t in saver.list(config(f"{thread_id}-s"))}
             assert {c["configurable"]["checkpoint_id"] for c in clients[0].acked} <= stored
             keys = {i.key for i in store.search(("outage", "s"), limit=100_000)}
             assert set(clients[2].acked) <= keys
@@ -326,7 +324,8 @@ def test_failover_with_synchronous_replication_loses_nothing_and_fails_no_invoke
     assert figures["invokes_lost"] == 0
     assert figures["store_puts_lost"] == 0
     for name, delay in figures["_delays"].items():
-        assert delay is not None and delay < BOUND, (name, figures["_delays"])
+        assert delay is not None, (name, figures["_delays"])
+        assert delay < BOUND, (name, figures["_delays"])
 
 
 @pytest.mark.timeout(150)
@@ -338,4 +337,5 @@ def test_failover_with_asynchronous_replication_resumes() -> None:
     for e in figures["_errors"]:
         assert isinstance(e, ParentCheckpointMissingError), repr(e)
     for name, delay in figures["_delays"].items():
-        assert delay is not None and delay < BOUND, (name, figures["_delays"])
+        assert delay is not None, (name, figures["_delays"])
+        assert delay < BOUND, (name, figures["_delays"])

@@ -48,7 +48,8 @@ def test_from_conn_string_releases_idle_connections_after_a_short_time_by_defaul
     with PostgresSaver.from_conn_string(db_dsn) as saver:
         assert saver._pool.max_idle == POOL_MAX_IDLE
     with PostgresStore.from_conn_string(db_dsn) as store:
-        assert store._driver.pool is not None and store._driver.pool.max_idle == POOL_MAX_IDLE
+        assert store._driver.pool is not None
+        assert store._driver.pool.max_idle == POOL_MAX_IDLE
     # the caller's own max_idle wins
     with PostgresSaver.from_conn_string(db_dsn, pool_kwargs={"max_idle": 600.0}) as saver:
         assert saver._pool.max_idle == 600.0
@@ -123,4 +124,5 @@ async def test_async_pools_give_back_a_burst_too(db_dsn: str) -> None:
         assert await asyncio.to_thread(_backends, db_dsn, app) == BURST
         assert await asyncio.to_thread(_settles, db_dsn, app, 1, 4 * MAX_IDLE) == 1
     async with AsyncPostgresStore.from_conn_string(db_dsn) as store:
-        assert store._driver.pool is not None and store._driver.pool.max_idle == POOL_MAX_IDLE
+        assert store._driver.pool is not None
+        assert store._driver.pool.max_idle == POOL_MAX_IDLE

@@ -104,7 +104,7 @@ class Reconnect(AttemptWithBackoff):
 
 
 def _idle_since(conn: Any) -> float:
-    return getattr(conn, "_lgps_idle_since", 0.0)  # type: ignore[no-any-return]
+    return float(getattr(conn, "_lgps_idle_since", 0.0))
 
 
 def _pick_idle(pool: Any, now: float) -> list[Any]:
