@@ -7,11 +7,11 @@ connection in turn, and each call lands on the server backend that has been idle
 CPU caches (a ``get_tuple`` through a pool of 4 was measurably slower than through a pool of 1 on the
 same data; docs/performance.md).
 
-These subclasses only change which idle connection comes out first: the one returned last, whose
+These subclasses change which idle connection comes out first: the one returned last, whose
 backend is still warm. Under load every connection is busy anyway, and the idle ones at the back of
-the stack are the ones psycopg_pool closes when the pool shrinks after ``max_idle`` (it closes from
-the front, the longest-idle end, which is the same end here). Everything else (checks, resets,
-statistics, growing and shrinking, timeouts) is psycopg_pool's own.
+the stack are the ones that stay idle and are closed when the pool shrinks (below). They also
+change when a lost connection is tried again and how the pool shrinks (below); everything else
+(checks, resets, statistics, growing, timeouts) is psycopg_pool's own.
 
 One consequence to know: with ``min_size`` above 1, the connections at the bottom of the stack can
 stay idle through a quiet spell longer than a server's or a proxy's idle timeout, and psycopg_pool
@@ -36,10 +36,13 @@ These pools close every connection above ``min_size`` that has been idle for ``m
 looking every quarter of ``max_idle`` (``from_conn_string``'s default: 30 s, so a burst's extra
 connections are released 30-38 s after it ends).
 
-The order is the only thing touched, through the pool's ready-connection deque. If a future
-psycopg_pool stores idle connections differently, these pools silently behave like their parents
-(first in, first out), which is correct, only slower; the test suite checks the order so that such a
-change is noticed here rather than by users.
+The order is changed through the pool's ready-connection deque. If a future psycopg_pool stores
+idle connections differently, these pools silently behave like their parents (first in, first out),
+which is correct, only slower; the test suite checks the order so that such a change is noticed
+here rather than by users. The schedule and the shrink hook psycopg_pool's private
+``_add_connection`` (given our attempt), ``_add_to_pool`` (which stamps the time a connection went
+idle), ``_shrink_pool`` and ``schedule_task`` (for the ``ShrinkPool`` task's period), in psycopg_pool
+3.2 and 3.3 alike; ``tests/test_outages.py`` and ``tests/test_pool_budgets.py`` notice a change.
 """
 
 from __future__ import annotations
@@ -50,12 +53,11 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from psycopg_pool.abc import ACT, CT
-from psycopg_pool.base import AttemptWithBackoff
 from psycopg_pool.pool import ShrinkPool
 from psycopg_pool.pool_async import ShrinkPool as AsyncShrinkPool
 
@@ -79,14 +81,17 @@ _SHRINK_EVERY = 0.25
 _SHRINK_MIN_PERIOD = 0.5
 
 
-class Reconnect(AttemptWithBackoff):
-    """psycopg_pool's reconnection attempt with our schedule: ``_RECONNECT_DELAYS``, then about
-    ``RECONNECT_MAX_DELAY`` between tries (jittered down by up to a quarter), giving up
-    ``timeout`` seconds (the pool's ``reconnect_timeout``) after the first failure, as
-    psycopg_pool's own attempt does."""
+class Reconnect:
+    """A reconnection attempt with our schedule, in the shape of psycopg_pool's own
+    (``AttemptWithBackoff``, ``ConnectionAttempt`` before 3.3: ``delay``, ``update_delay``,
+    ``time_to_give_up``): ``_RECONNECT_DELAYS``, then about ``RECONNECT_MAX_DELAY`` between tries
+    (jittered down by up to a quarter), giving up ``timeout`` seconds (the pool's
+    ``reconnect_timeout``) after the first failure, as psycopg_pool's attempt does."""
 
     def __init__(self, *, timeout: float):
-        super().__init__(timeout=timeout)
+        self.timeout = timeout
+        self.delay = 0.0
+        self.give_up_at = 0.0
         self.failures = 0
 
     def update_delay(self, now: float) -> None:
@@ -101,6 +106,15 @@ class Reconnect(AttemptWithBackoff):
         self.delay = random.uniform(0.75 * ceiling, ceiling)
         if self.delay + now > self.give_up_at:
             self.delay = max(0.0, self.give_up_at - now)
+
+    def time_to_give_up(self, now: float) -> bool:
+        return self.give_up_at > 0.0 and now >= self.give_up_at
+
+
+def _attempt(attempt: Any, reconnect_timeout: float) -> Any:
+    # psycopg_pool makes its own attempt when given none (a lost connection replaced, the pool
+    # growing or filling up): ours reschedules within about a second
+    return cast(Any, Reconnect(timeout=reconnect_timeout)) if attempt is None else attempt
 
 
 def _idle_since(conn: Any) -> float:
@@ -172,12 +186,8 @@ class LifoConnectionPool(ConnectionPool[CT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
-        # psycopg_pool makes its own attempt when given none (a lost connection replaced, the
-        # pool growing or filling up): ours reschedules within about a second
-        super()._add_connection(
-            Reconnect(timeout=self.reconnect_timeout) if attempt is None else attempt, growing
-        )
+    def _add_connection(self, attempt: Any, growing: bool = False) -> None:
+        super()._add_connection(_attempt(attempt, self.reconnect_timeout), growing)
 
     def _add_to_pool(self, conn: CT) -> None:
         conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]
@@ -189,7 +199,7 @@ class LifoConnectionPool(ConnectionPool[CT]):
         if picked:
             logger.info("pool %r: closing %d idle connections", self.name, len(picked))
         for conn in picked:
-            self._close_connection(conn)
+            conn.close()  # out of the pool already (psycopg_pool 3.2 has no _close_connection)
 
     def schedule_task(self, task: Any, delay: float) -> None:
         if isinstance(task, ShrinkPool):
@@ -222,12 +232,8 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _add_connection(
-        self, attempt: AttemptWithBackoff | None, growing: bool = False
-    ) -> None:
-        await super()._add_connection(
-            Reconnect(timeout=self.reconnect_timeout) if attempt is None else attempt, growing
-        )
+    async def _add_connection(self, attempt: Any, growing: bool = False) -> None:
+        await super()._add_connection(_attempt(attempt, self.reconnect_timeout), growing)
 
     async def _add_to_pool(self, conn: ACT) -> None:
         conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]
@@ -239,7 +245,7 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
         if picked:
             logger.info("pool %r: closing %d idle connections", self.name, len(picked))
         for conn in picked:
-            await self._close_connection(conn)
+            await conn.close()
 
     async def schedule_task(self, task: Any, delay: float) -> None:
         if isinstance(task, AsyncShrinkPool):

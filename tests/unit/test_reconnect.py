@@ -3,12 +3,14 @@ never psycopg_pool's doubling, and psycopg_pool's give-up after ``reconnect_time
 
 from __future__ import annotations
 
-from psycopg_pool.base import AttemptWithBackoff
+from typing import Any
+
+from psycopg_pool import base
 
 from langgraph_pg_saver.db.pool import RECONNECT_MAX_DELAY, Reconnect
 
 
-def _delays(attempt: AttemptWithBackoff, failures: int, every: float = 0.0) -> list[float]:
+def _delays(attempt: Any, failures: int, every: float = 0.0) -> list[float]:
     now, out = 1000.0, []
     for _ in range(failures):
         attempt.update_delay(now)
@@ -24,7 +26,11 @@ def test_attempts_come_about_a_second_apart_after_two_quick_ones() -> None:
     assert all(0.75 * RECONNECT_MAX_DELAY <= d <= RECONNECT_MAX_DELAY for d in delays[2:])
     assert len(set(delays[2:])) > 1  # jittered: pools that failed together part ways
     # psycopg_pool's own: 1 s, doubling (past a call's 30 s timeout after a 20 s outage)
-    theirs = _delays(AttemptWithBackoff(timeout=300.0), 6)
+    if hasattr(base, "AttemptWithBackoff"):
+        theirs_attempt = base.AttemptWithBackoff(timeout=300.0)
+    else:  # psycopg_pool before 3.3
+        theirs_attempt = base.ConnectionAttempt(reconnect_timeout=300.0)
+    theirs = _delays(theirs_attempt, 6)
     assert theirs[4] > 14.0
 
 
