@@ -27,8 +27,10 @@ outage the next attempt came 31 s after the first failure, past a call's 30 s ``
 callers waiting for a connection trigger no attempt of their own): 0.25 s, 0.5 s, then about a
 second between attempts (jittered down by up to a quarter, so that pools that failed together do
 not knock together), for as long as psycopg_pool's ``reconnect_timeout`` (five minutes by default;
-then the attempt gives up, as psycopg_pool's does). A caller waiting for a connection gets one
-within about a second of the server accepting again.
+then the attempt gives up, as psycopg_pool's does). One attempt per pool keeps that pace, the
+others (a pool that lost ten connections has ten) come back from one second, doubling up to ten,
+and all run at once when one connects (``Reconnecting``). A caller waiting for a connection gets
+one within about a second of the server accepting again.
 
 Shrinking. psycopg_pool closes at most one idle connection per ``max_idle`` period (its
 ``ShrinkPool`` task), so a pool that grew to 10 in a burst holds its slots for up to nine periods.
@@ -50,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -58,7 +61,8 @@ from typing import Any, cast
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from psycopg_pool.abc import ACT, CT
-from psycopg_pool.pool import ShrinkPool
+from psycopg_pool.pool import AddConnection, ShrinkPool
+from psycopg_pool.pool_async import AddConnection as AsyncAddConnection
 from psycopg_pool.pool_async import ShrinkPool as AsyncShrinkPool
 
 from langgraph_pg_saver.db.retry import is_transient
@@ -75,6 +79,8 @@ logger = logging.getLogger(__name__)
 #: the pool's reconnection schedule after the quick tries: the first waits, then about a second
 _RECONNECT_DELAYS = (0.25, 0.5)
 RECONNECT_MAX_DELAY = 1.0
+#: the other attempts of a pool that is reconnecting: from one second, doubling up to this
+RECONNECT_OTHERS_MAX_DELAY = 10.0
 #: a shrink looks for idle connections this often, as a fraction of max_idle (and at least every
 #: this many seconds, at most)
 _SHRINK_EVERY = 0.25
@@ -93,15 +99,27 @@ class Reconnect:
         self.delay = 0.0
         self.give_up_at = 0.0
         self.failures = 0
+        #: the one attempt of its pool on the fast schedule (see ``Reconnecting``)
+        self.probe = True
+        self.growing = False
+        self.running = False
+        #: replaced by a copy run at once: its scheduled run does nothing
+        self.superseded = False
+
+    def copy(self) -> Reconnect:
+        twin = Reconnect(timeout=self.timeout)
+        twin.give_up_at, twin.failures, twin.growing = self.give_up_at, self.failures, self.growing
+        return twin
 
     def update_delay(self, now: float) -> None:
         if self.failures == 0:
             self.give_up_at = now + self.timeout
-        ceiling = (
-            _RECONNECT_DELAYS[self.failures]
-            if self.failures < len(_RECONNECT_DELAYS)
-            else RECONNECT_MAX_DELAY
-        )
+        if not self.probe:
+            ceiling = min(RECONNECT_OTHERS_MAX_DELAY, 2.0**self.failures)
+        elif self.failures < len(_RECONNECT_DELAYS):
+            ceiling = _RECONNECT_DELAYS[self.failures]
+        else:
+            ceiling = RECONNECT_MAX_DELAY
         self.failures += 1
         self.delay = random.uniform(0.75 * ceiling, ceiling)
         if self.delay + now > self.give_up_at:
@@ -111,10 +129,58 @@ class Reconnect:
         return self.give_up_at > 0.0 and now >= self.give_up_at
 
 
-def _attempt(attempt: Any, reconnect_timeout: float) -> Any:
-    # psycopg_pool makes its own attempt when given none (a lost connection replaced, the pool
-    # growing or filling up): ours reschedules within about a second
-    return cast(Any, Reconnect(timeout=reconnect_timeout)) if attempt is None else attempt
+class Reconnecting:
+    """A pool's reconnection attempts (no I/O; each pool has one). A pool that lost ten
+    connections has ten attempts to add them back; trying each about every second would knock at
+    the server ten times a second (and log as many warnings), so only one of them, the probe, is
+    on the fast schedule; the others come back from one second, doubling up to
+    ``RECONNECT_OTHERS_MAX_DELAY``. When an attempt that had failed succeeds (the server accepts
+    again), copies of the others are run at once (and their scheduled runs do nothing)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: set[Reconnect] = set()
+        self._probe: Reconnect | None = None
+
+    def start(self, attempt: Any, growing: bool, reconnect_timeout: float) -> Reconnect | None:
+        """The attempt to run (ours when psycopg_pool gave none: a lost connection replaced,
+        the pool growing or filling up), or None when this run is one to skip."""
+        with self._lock:
+            if attempt is None:
+                attempt = Reconnect(timeout=reconnect_timeout)
+            if not isinstance(attempt, Reconnect):  # pragma: no cover - not made by us
+                return cast(Reconnect, attempt)
+            if attempt.superseded:
+                return None
+            attempt.growing = growing
+            attempt.running = True
+            if self._probe is None or self._probe not in self._pending:
+                self._probe = attempt
+            attempt.probe = self._probe is attempt
+            self._pending.add(attempt)
+            return attempt
+
+    def done(self, attempt: Reconnect, failures: int) -> list[Reconnect]:
+        """After a run of ``attempt`` (``failures``: its count before the run): the attempts to
+        run now, when it succeeded after failing."""
+        if not isinstance(attempt, Reconnect):  # pragma: no cover
+            return []
+        with self._lock:
+            attempt.running = False
+            if attempt.failures > failures:
+                return []  # failed again, rescheduled
+            self._pending.discard(attempt)
+            if attempt.time_to_give_up(time.monotonic()) or failures == 0:
+                return []  # gave up, or connected at the first try
+            # the waiting ones, not those trying right now (each stands for one connection of
+            # the pool's count: two runs of one would add two)
+            waiting = [a for a in self._pending if not a.running]
+            copies = []
+            for other in waiting:
+                other.superseded = True
+                self._pending.discard(other)
+                copies.append(other.copy())
+            return copies
 
 
 def _idle_since(conn: Any) -> float:
@@ -186,8 +252,20 @@ class LifoConnectionPool(ConnectionPool[CT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._reconnecting = Reconnecting()  # before the pool opens and starts connecting
+        super().__init__(*args, **kwargs)
+
     def _add_connection(self, attempt: Any, growing: bool = False) -> None:
-        super()._add_connection(_attempt(attempt, self.reconnect_timeout), growing)
+        ours = self._reconnecting.start(attempt, growing, self.reconnect_timeout)
+        if ours is None:
+            return
+        failures = ours.failures
+        try:
+            super()._add_connection(cast(Any, ours), growing)
+        finally:
+            for other in self._reconnecting.done(ours, failures):
+                self.run_task(AddConnection(self, cast(Any, other), growing=other.growing))
 
     def _add_to_pool(self, conn: CT) -> None:
         conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]
@@ -232,8 +310,20 @@ class AsyncLifoConnectionPool(AsyncConnectionPool[ACT]):
                 return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._reconnecting = Reconnecting()
+        super().__init__(*args, **kwargs)
+
     async def _add_connection(self, attempt: Any, growing: bool = False) -> None:
-        await super()._add_connection(_attempt(attempt, self.reconnect_timeout), growing)
+        ours = self._reconnecting.start(attempt, growing, self.reconnect_timeout)
+        if ours is None:
+            return
+        failures = ours.failures
+        try:
+            await super()._add_connection(cast(Any, ours), growing)
+        finally:
+            for other in self._reconnecting.done(ours, failures):
+                self.run_task(AsyncAddConnection(self, cast(Any, other), growing=other.growing))
 
     async def _add_to_pool(self, conn: ACT) -> None:
         conn._lgps_idle_since = time.monotonic()  # type: ignore[attr-defined]

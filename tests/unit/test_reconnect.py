@@ -3,6 +3,7 @@ never psycopg_pool's doubling, and psycopg_pool's give-up after ``reconnect_time
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from psycopg_pool import base
@@ -44,3 +45,33 @@ def test_gives_up_after_reconnect_timeout_as_psycopg_pool_does() -> None:
         assert now <= 1005.0 + 1e-9  # the last wait is cut to the give-up time
         attempt.update_delay(now)
     assert attempt.time_to_give_up(1005.0)
+
+
+def test_one_probe_per_pool_and_the_others_run_at_once_when_it_connects() -> None:
+    from langgraph_pg_saver.db.pool import RECONNECT_OTHERS_MAX_DELAY, Reconnecting
+
+    pool = Reconnecting()
+    now = time.monotonic()  # done() reads the clock to tell a give-up
+    a, b, c = (pool.start(None, False, 300.0) for _ in range(3))
+    assert None not in (a, b, c)
+    assert a is not None
+    assert b is not None
+    assert c is not None
+    assert (a.probe, b.probe, c.probe) == (True, False, False)
+    for attempt in (a, b, c):  # each fails once, as psycopg_pool's _add_connection records it
+        attempt.update_delay(now)
+        assert pool.done(attempt, 0) == []
+    assert a.delay <= 0.25
+    assert 0.75 <= b.delay <= 1.0
+    for _ in range(8):
+        b.update_delay(now)
+    assert b.delay <= RECONNECT_OTHERS_MAX_DELAY
+    # c is trying right now when a (the probe, on its second run) connects
+    assert pool.start(c, False, 300.0) is c
+    assert pool.start(a, False, 300.0) is a
+    copies = pool.done(a, 1)
+    assert len(copies) == 1  # b's copy; c is running and goes on by itself
+    assert (copies[0].failures, copies[0].give_up_at) == (b.failures, b.give_up_at)
+    assert pool.start(b, False, 300.0) is None  # b's scheduled run does nothing
+    assert pool.start(copies[0], False, 300.0) is copies[0]
+    assert copies[0].probe  # the probe connected: the next one to run takes its place
