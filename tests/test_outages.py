@@ -34,6 +34,7 @@ from helpers import checkpoint, config
 from langgraph_pg_saver import (
     AsyncPostgresSaver,
     AsyncPostgresStore,
+    ConnectionTimeoutError,
     ParentCheckpointMissingError,
     PostgresSaver,
     PostgresStore,
@@ -339,3 +340,58 @@ def test_failover_with_asynchronous_replication_resumes() -> None:
     for name, delay in figures["_delays"].items():
         assert delay is not None, (name, figures["_delays"])
         assert delay < BOUND, (name, figures["_delays"])
+
+
+# --------------------------------------------------------------------------- the reruns' wait
+
+SHORT_TIMEOUT = 8.0
+
+
+def _wait_for_sleeper(cluster: Cluster, within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(%%'"
+            ).fetchone()
+        if row is not None and row[0] > 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the statement never started")
+
+
+@pytest.mark.timeout(90)
+def test_the_reruns_of_a_call_share_one_wait_of_timeout_from_the_failure() -> None:
+    """A statement lost with its server is rerun when the server is back; lost again, its next
+    rerun waits only what is left of ``timeout`` since the first failure, not a new ``timeout``
+    (with a fresh wait per rerun the call would end about ``timeout`` after the second loss)."""
+    with (
+        own_cluster() as cluster,
+        PostgresSaver.from_conn_string(cluster.dsn, timeout=SHORT_TIMEOUT) as saver,
+    ):
+        outcome: list[BaseException | None] = []
+
+        def call() -> None:
+            try:
+                saver._driver.fetch_one(b"SELECT pg_sleep(60)", {})
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        _wait_for_sleeper(cluster)
+        cluster.stop()  # the statement is lost: the first failure
+        failed = time.monotonic()
+        time.sleep(1.0)
+        cluster.start()
+        _wait_for_sleeper(cluster)  # the rerun runs the statement again
+        time.sleep(3.0)
+        cluster.stop()  # and loses it, 5 s or so after the first failure
+        worker.join(60)
+        ended = time.monotonic() - failed
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], ConnectionTimeoutError), outcome
+        _figures("reruns", timeout=SHORT_TIMEOUT, ended_after_first_failure=round(ended, 3))
+        # one wait of timeout from the first failure (a fresh one per rerun: ~timeout + 5 s)
+        assert ended < SHORT_TIMEOUT + 1.5
