@@ -136,10 +136,12 @@ class PostgresSaver(PoolOwner, SaverBase):
         Connections heal: a transient error (a lost connection, a restart, a serialization
         failure) reruns the call on another connection per ``retry`` (``NO_RETRY`` switches that
         off); a connection the server ended while it was idle is never used (see the driver);
-        TCP keepalives are on, idle connections above
-        ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
-        idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
-        ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
+        while the server is away, the pool tries to reconnect about every second, so calls
+        waiting for a connection resume within about a second of it accepting again; TCP
+        keepalives are on, idle connections above ``min_size`` close after 30 s (all of them:
+        a burst gives its server slots back) and every connection is replaced after 30 minutes.
+        ``pool_kwargs`` and ``connect_kwargs`` (and parameters in ``conn_string``) take
+        precedence.
 
         ``single_writer``: one writer per thread; a second writer that would fork a thread
         raises ``ConcurrentUpdateError`` instead (docs/guide.md, "One writer per thread").
