@@ -342,12 +342,14 @@ ORDER BY kind, task_path, a, idx
 -- The keys are chosen first (narrow rows to sort); then every value and write is fetched through its
 -- primary key, one correlated lookup per key (LATERAL ... OFFSET 0 cannot become a hash join), so the
 -- plan stays the same whatever the statistics say: a generic plan once estimated 126 chosen keys for
--- a filter and hashed the whole writes table on every list() call.
+-- a filter and hashed the whole writes table on every list() call. The order is list()'s: id
+-- descending, then thread and namespace (within one namespace no more than the primary key's
+-- backward walk), a total order, so that a page can start after the last key of the one before.
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
-    ORDER BY c.checkpoint_id DESC
+    ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
@@ -422,12 +424,13 @@ LIMIT %(limit)s::bigint
 -- limit; where they are sparse, the GIN index and a sort of the matches. (The planner cannot know
 -- that a filter's matches are all older than the newest rows, which the first phase found: a dense
 -- filter then walks down to them.) Planning costs a millisecond or two; a plan kept from another
--- filter could cost the whole table.
+-- filter could cost the whole table. Ordered as read_tuples (ids that tie, as copies of a thread
+-- keep them, by thread and namespace).
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
-    ORDER BY c.checkpoint_id DESC
+    ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
     LIMIT %(limit)s::bigint
 ), {_read_body}
 
@@ -436,17 +439,17 @@ WITH k AS MATERIALIZED (
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT %(limit)s::bigint
 
 -- name: list_keys
 -- The first step of list() for a filter its prefilter cannot select exactly (a None, a bool, a
 -- list or dict value): the keys and metadata of the candidates, newest first, for the saver to
--- check; read_tuples_keys then reads the checkpoints that match.
+-- check; read_tuples_keys then reads the checkpoints that match. In read_tuples' order.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT (SELECT %(limit)s::bigint)
 
 -- name: read_tuples_keys
@@ -461,7 +464,10 @@ WITH k AS MATERIALIZED (
 -- name: read_tuples_per_ns
 -- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
 -- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
--- is not read and sorted whole to return its newest few.
+-- is not read and sorted whole to return its newest few. {page}: the hidden limit, or for a page of
+-- a long history (db/sql.LIST_PAGE) that constant: with the limit hidden, the planner takes a
+-- tenth of each namespace's rows for a hundred namespaces (a recursive CTE's guess), and costed
+-- the statement past jit_above_cost: 0.3 s of JIT compilation for a few milliseconds of work.
 WITH RECURSIVE ns AS (
     (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
      WHERE c.thread_id = (SELECT %(thread_id)s::text) ORDER BY c.checkpoint_ns LIMIT 1)
@@ -478,11 +484,11 @@ WITH RECURSIVE ns AS (
         FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.checkpoint_ns = ns.checkpoint_ns AND {where}
         ORDER BY c.checkpoint_id DESC
-        LIMIT (SELECT %(limit)s::bigint)
+        LIMIT {page}
     ) AS x
-    ORDER BY x.checkpoint_id DESC
+    ORDER BY x.checkpoint_id DESC, x.checkpoint_ns
     -- (SELECT ...) hides the limit from the planner, as the _w_* predicates hide the keys
-    LIMIT (SELECT %(limit)s::bigint)
+    LIMIT {page}
 ), {_read_body}
 
 -- name: _read_body
@@ -569,6 +575,14 @@ c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 
 -- name: _w_before
 c.checkpoint_id < (SELECT %(before)s::text)
+
+-- name: _w_after
+-- A page of a long list() (checkpoint/reading.page_select): the checkpoints after the last one of
+-- the page before in read_tuples' order (id descending, then thread and namespace). The first
+-- conjunct bounds the primary key's (or the id index's) walk; the rest breaks ties of ids.
+c.checkpoint_id <= (SELECT %(after_id)s::text)
+AND (c.checkpoint_id < (SELECT %(after_id)s::text)
+     OR (c.thread_id, c.checkpoint_ns) > ((SELECT %(after_thread)s::text), (SELECT %(after_ns)s::text)))
 
 -- name: _w_filter
 -- The candidates of a metadata filter (checkpoint/metadata.plan_filter); the saver checks each exactly.

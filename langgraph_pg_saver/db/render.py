@@ -38,6 +38,7 @@ _ACCEPTS = {
     "scan": f"predicates among {','.join(WHERE_FRAGMENTS)} (comma-separated, may be empty)",
     "walk": f"one of {', '.join(map(str, WALKS))}",
     "claim": "true or false",
+    "page": "true or false",
     **{slot: "a count of rows (0: arrays)" for slot in ROW_SLOTS},
     **{slot: " or ".join(values) for slot, values in VECTOR_SLOTS.items()},
 }
@@ -52,9 +53,9 @@ def slot_value(slot: str, text: str) -> Any:
             return int(text)
         except ValueError:
             raise ValueError(f"{slot} takes {_ACCEPTS[slot]}, not {text!r}") from None
-    if slot == "claim":
+    if slot in ("claim", "page"):
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"claim takes true or false, not {text!r}")
+            raise ValueError(f"{slot} takes true or false, not {text!r}")
         return text.lower() == "true"
     return text
 

@@ -37,7 +37,7 @@ class CustomPlan(bytes):
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
-WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
+WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter", "after")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
 #: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
 ROW_SLOTS = {
@@ -45,12 +45,19 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "scan", "walk", "claim", "vtype", "vop", *ROW_SLOTS})
+SLOTS = frozenset({"where", "scan", "walk", "claim", "page", "vtype", "vop", *ROW_SLOTS})
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
 #: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
 #: parameter limit is costed as a tenth of the table, and the joins that read the chosen
 #: checkpoints' values and writes were then planned for that many rows)
 WALKS = (200, 1000, 5000)
+#: how many checkpoints a page of a long list() reads (a list without a limit, or with one above
+#: this: checkpoint/reading.page_select), so that no statement reads a whole long thread: a role's
+#: statement_timeout applies to each statement. 500 checkpoints of a chat thread (five values and
+#: two writes each, about 1 KB of text a value) take about 30 ms here (2,000: 130 ms; a whole
+#: thread of 50,000: 4.4 s); a page of many namespaces stays below jit_above_cost
+#: (read_tuples_per_ns).
+LIST_PAGE = 500
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
 VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
 
@@ -232,6 +239,10 @@ class Queries:
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")
             return self._fragments["_claim"] if value else "true"
+        if slot == "page":
+            if not isinstance(value, bool):
+                raise ValueError(f"page takes a bool, not {value!r}")
+            return str(LIST_PAGE) if value else "(SELECT %(limit)s::bigint)"
         if slot in VECTOR_SLOTS:
             if value not in VECTOR_SLOTS[slot]:
                 raise ValueError(f"{slot} takes one of {VECTOR_SLOTS[slot]}, not {value!r}")
@@ -246,15 +257,16 @@ class Queries:
             return _fill(wrapper, {"rows": listed})
         raise KeyError(f"unknown slot {{{slot}}}")
 
-    def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
+    def read_tuples(self, predicates: tuple[str, ...], page: bool = False) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
         newest checkpoints of each namespace, merged); without a thread, planned for each call (a
         CustomPlan: read_tuples_global, after read_tuples_recent and read_tuples_capped when there
-        is a limit); else over the chosen keys."""
+        is a limit); else over the chosen keys. ``page``: for a page of LIST_PAGE checkpoints
+        (the limit parameter is LIST_PAGE then; read_tuples_per_ns takes it as a constant)."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
         if "ns" not in predicates and "id" not in predicates:
-            return self.render("read_tuples_per_ns", where=predicates)
+            return self.render("read_tuples_per_ns", where=predicates, page=page)
         return self.render("read_tuples", where=predicates)
 
     def list_keys(self, predicates: tuple[str, ...]) -> bytes:
