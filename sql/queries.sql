@@ -464,10 +464,11 @@ WITH k AS MATERIALIZED (
 -- name: read_tuples_per_ns
 -- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
 -- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
--- is not read and sorted whole to return its newest few. {page}: the hidden limit, or for a page of
--- a long history (db/sql.LIST_PAGE) that constant: with the limit hidden, the planner takes a
--- tenth of each namespace's rows for a hundred namespaces (a recursive CTE's guess), and costed
--- the statement past jit_above_cost: 0.3 s of JIT compilation for a few milliseconds of work.
+-- is not read and sorted whole to return its newest few. {cap}: how many it reads, a constant
+-- (db/sql.LIST_CAPS: the smallest at least the limit; the saver keeps the limit's first): with a
+-- hidden limit, the planner took a tenth of each namespace's rows for a hundred namespaces (a
+-- recursive CTE's guess) and costed list(limit=3) of a 50,000-checkpoint thread past
+-- jit_above_cost: 0.3 s of JIT compilation for a millisecond of work.
 WITH RECURSIVE ns AS (
     (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
      WHERE c.thread_id = (SELECT %(thread_id)s::text) ORDER BY c.checkpoint_ns LIMIT 1)
@@ -484,11 +485,10 @@ WITH RECURSIVE ns AS (
         FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.checkpoint_ns = ns.checkpoint_ns AND {where}
         ORDER BY c.checkpoint_id DESC
-        LIMIT {page}
+        LIMIT {cap}
     ) AS x
     ORDER BY x.checkpoint_id DESC, x.checkpoint_ns
-    -- (SELECT ...) hides the limit from the planner, as the _w_* predicates hide the keys
-    LIMIT {page}
+    LIMIT {cap}
 ), {_read_body}
 
 -- name: _read_body
@@ -1035,43 +1035,147 @@ SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE
            + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)b::text[])), 0)
            + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)b::text[])), 0)
 
--- name: copy_thread
--- Every checkpoint, write and blob of every namespace of the source, under the target's thread id,
--- with identical ids. Nothing is copied if the target holds a checkpoint (the caller clears it first
--- when asked to overwrite); the first column says whether the target was free.
-WITH target_used AS (
-    SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(target)s) AS used
-), copied_blobs AS (
+-- name: copy_target_used
+-- copy_thread, batched: whether the target holds a checkpoint (then nothing is copied).
+SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(target)s)
+
+-- The batches of copy_thread (checkpoint/lifecycle.copy_thread): the next %(batch)s rows of the
+-- source in primary-key order after %(after)s (the last key of the batch before, as text; NULL for
+-- the first), copied under the target's thread id, as copy_thread does. All run in one
+-- transaction, so the copy is as atomic as one statement, and each statement stays short (a role's
+-- statement_timeout applies per statement). Each returns how many it copied, how many it read
+-- (fewer than %(batch)s: the last batch) and the last key it read.
+
+-- copy_thread with overwrite, batched as the copy is (in its transaction, under the target's
+-- lock, before it): the target's next %(batch)s rows of a table after %(after)s deleted. Keys in
+-- order, after the last one deleted: a scan from the start would walk again, at every batch, over
+-- the index entries of the rows this transaction deleted already. The rows go by ctid (a TID
+-- scan: the join back by key was planned as a scan of the whole thread).
+
+-- name: clear_blobs_batch
+WITH picked AS MATERIALIZED (
+    SELECT b.ctid, b.checkpoint_ns, b.channel, b.version
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (b.checkpoint_ns, b.channel, b.version)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3]))
+    ORDER BY b.checkpoint_ns, b.channel, b.version
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
+-- name: clear_writes_batch
+WITH picked AS MATERIALIZED (
+    SELECT w.ctid, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
+-- name: clear_checkpoints_batch
+WITH picked AS MATERIALIZED (
+    SELECT c.ctid, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (c.checkpoint_ns, c.checkpoint_id)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
+    ORDER BY c.checkpoint_ns, c.checkpoint_id
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC LIMIT 1)
+
+-- name: copy_blobs_batch
+WITH picked AS MATERIALIZED (
+    SELECT b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL
+           OR (b.checkpoint_ns, b.channel, b.version)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3]))
+    ORDER BY b.checkpoint_ns, b.channel, b.version
+    LIMIT %(batch)s
+), copied AS (
     INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(target)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob
-    FROM {schema}.pgsaver_blobs AS b, target_used
-    WHERE b.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.channel, p.version, p.type, p.blob FROM picked AS p
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     RETURNING 1
-), copied_writes AS (
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
+-- name: copy_writes_batch
+WITH picked AS MATERIALIZED (
+    SELECT w.*
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), copied AS (
     INSERT INTO {schema}.pgsaver_writes (
         thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path,
         run_id, replaced_run_ids
     )
-    SELECT %(target)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path,
-           w.run_id, w.replaced_run_ids
-    FROM {schema}.pgsaver_writes AS w, target_used
-    WHERE w.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx, p.channel, p.type,
+           p.blob, p.task_path, p.run_id, p.replaced_run_ids
+    FROM picked AS p
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
     RETURNING 1
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
+-- name: copy_checkpoints_batch
+WITH picked AS MATERIALIZED (
+    SELECT c.*
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL
+           OR (c.checkpoint_ns, c.checkpoint_id)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
+    ORDER BY c.checkpoint_ns, c.checkpoint_id
+    LIMIT %(batch)s
 ), copied AS (
     INSERT INTO {schema}.pgsaver_checkpoints (
         thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
         channel_versions, metadata, metadata_exact, created_at
     )
-    SELECT %(target)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id, c.type,
-           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact, now()
-    FROM {schema}.pgsaver_checkpoints AS c, target_used
-    WHERE c.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.run_id, p.type,
+           p.checkpoint, p.channel_versions, p.metadata, p.metadata_exact, now()
+    FROM picked AS p
     RETURNING 1
 )
-SELECT NOT (SELECT used FROM target_used),
-       (SELECT count(*) FROM copied), (SELECT count(*) FROM copied_writes), (SELECT count(*) FROM copied_blobs)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC LIMIT 1)
 
 -- name: _ns_task
 -- Expects x (a row with checkpoint_ns). The task id in the first part of a subgraph's namespace

@@ -93,45 +93,51 @@ def test_sync_history_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
     admin, app = long_dsn
     expected = _order(admin, "long")
     assert len(expected) == N + SUB_N
+    root = [k for k in expected if k[0] == ""]
     with PostgresSaver.from_conn_string(app) as saver:
         # the whole thread, every namespace: id descending, ties by namespace
         tuples = list(saver.list(_cfg("long")))
         assert _keys(tuples) == expected
         assert tuples[-1].parent_config is None
-        # every page opens its values (the template's: the seed's newest with pending writes)
+        # every page opens its values and writes (the template's: the seed's newest with writes)
         assert all(len(t.checkpoint["channel_values"]["bar"]) > 2 for t in tuples[::499])
         assert all(t.pending_writes for t in tuples[::499])
-        # one namespace; a limit above a page; before; a filter (exact and checked)
-        root = [k for k in expected if k[0] == ""]
-        assert _keys(saver.list(_cfg("long", ""))) == root
+        del tuples
+        # one namespace, a limit above a page
         assert _keys(saver.list(_cfg("long", ""), limit=N - 7)) == root[: N - 7]
-        before = _cfg("long", "", checkpoint_id=root[100][1])
-        assert _keys(saver.list(_cfg("long", ""), before=before)) == root[101:]
-        parity = [k for i, k in enumerate(expected) if int(k[1][-12:], 16) % 3 == 1]
-        assert _keys(saver.list(_cfg("long"), filter={"parity": 1})) == parity
-        assert _keys(saver.list(_cfg("long"), filter={"parity": 1}, limit=20_000)) == (
-            parity[:20_000]
-        )
-        # a filter the SQL prefilter cannot select exactly: candidates checked by the saver
-        assert _keys(saver.list(_cfg("long"), filter={"parity": 1, "nope": None})) == parity
-        # lazily: stopping early reads only the first page
-        first = next(iter(saver.list(_cfg("long"))))
-        assert _keys([first]) == expected[:1]
-        # through a compiled graph
-        graph = two_nodes().compile(checkpointer=saver)
-        history = list(graph.get_state_history(_cfg("long", "")))
-        assert [s.config["configurable"]["checkpoint_id"] for s in history] == [
-            k[1] for k in root
+        # before, and a filter the SQL prefilter cannot select exactly (the saver checks the
+        # candidates' metadata, page by page)
+        before = _cfg("long", "", checkpoint_id=root[N // 2][1])
+        odd = {"parity": 1, "nope": None}
+        assert _keys(saver.list(_cfg("long", ""), before=before, filter=odd)) == [
+            k for k in root[N // 2 + 1 :] if int(k[1][-12:], 16) % 3 == 1
         ]
+        # lazily: a caller that stops early reads only the first page
+        assert _keys([next(iter(saver.list(_cfg("long"))))]) == expected[:1]
+
+
+def test_sync_state_history_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
+    admin, app = long_dsn
+    root = [k[1] for k in _order(admin, "long", "")]
+    with PostgresSaver.from_conn_string(app) as saver:
+        graph = two_nodes().compile(checkpointer=saver)
+        ids = [
+            s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(_cfg("long"))
+        ]
+        assert ids == root
 
 
 async def test_async_history_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
     admin, app = long_dsn
     expected = _order(admin, "long")
+    parity = [k for k in expected if int(k[1][-12:], 16) % 3 == 1]
     async with AsyncPostgresSaver.from_conn_string(app) as saver:
-        assert _keys([t async for t in saver.alist(_cfg("long"))]) == expected
+        # a filter the prefilter selects exactly, with a limit above a page
+        found = [t async for t in saver.alist(_cfg("long"), filter={"parity": 1}, limit=15_000)]
+        assert _keys(found) == parity[:15_000]
+        del found
         graph = two_nodes().compile(checkpointer=saver)
-        history = [s async for s in graph.aget_state_history(_cfg("long", ""), limit=N)]
+        history = [s async for s in graph.aget_state_history(_cfg("long"))]
         assert [s.config["configurable"]["checkpoint_id"] for s in history] == [
             k[1] for k in expected if k[0] == ""
         ]
@@ -188,12 +194,64 @@ async def test_async_copy_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
         assert _dump(admin, "copy") == source
 
 
-def test_a_long_statement_names_the_timeout(long_dsn: tuple[str, str]) -> None:
-    """What still runs as one statement (delete_thread of 50,000 checkpoints) fails with the
-    library's error, which names the server's statement_timeout and what to do."""
-    _, app = long_dsn
+def test_delete_thread_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
+    """delete_thread is one statement; when the server's statement_timeout cancels it (here made
+    certain: a trigger sleeps 0.3 s after a statement deletes more than 5,000 checkpoints), the
+    saver deletes the thread again in short statements, in one transaction."""
+    admin, app = long_dsn
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(SLOW_BIG_DELETES)
     with PostgresSaver.from_conn_string(app) as saver:
-        with pytest.raises(StatementTimeoutError, match="statement_timeout") as info:
-            saver.delete_thread("long")
+        saver.delete_thread("long")
+        assert saver.get_tuple(_cfg("long")) is None
+    assert _dump(admin, "long") == {
+        "pgsaver_checkpoints": [],
+        "pgsaver_blobs": [],
+        "pgsaver_writes": [],
+    }
+    assert len(_dump(admin, "seed")["pgsaver_checkpoints"]) > 0
+
+
+def test_a_long_statement_names_the_timeout(long_dsn: tuple[str, str]) -> None:
+    """What is still one statement (prune with strategy="delete": the threads in one statement)
+    fails with the library's error, which names the server's statement_timeout and what to do;
+    the saver's own timeout keeps its own message."""
+    admin, app = long_dsn
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(SLOW_BIG_DELETES)
+    with PostgresSaver.from_conn_string(app) as saver:
+        with pytest.raises(StatementTimeoutError, match="the server cancelled") as info:
+            saver.prune(["long"], strategy="delete")
         assert isinstance(info.value.__cause__, psycopg.errors.QueryCanceled)
-        assert "prune" in str(info.value)
+        assert "ALTER ROLE" in str(info.value) and "prune(keep_latest)" in str(info.value)
+        assert saver.get_tuple(_cfg("long")) is not None  # nothing of it was stored
+
+
+async def test_async_delete_thread_of_a_long_thread(long_dsn: tuple[str, str]) -> None:
+    admin, app = long_dsn
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(SLOW_BIG_DELETES)
+    async with AsyncPostgresSaver.from_conn_string(app) as saver:
+        await saver.adelete_thread("long")
+        assert await saver.aget_tuple(_cfg("long")) is None
+        # any statement the server cancels at its statement_timeout: the library's error
+        with pytest.raises(StatementTimeoutError, match="the server cancelled"):
+            await _slow(saver)
+
+
+async def _slow(saver: AsyncPostgresSaver) -> None:
+    """A statement the server cancels (pg_sleep past the role's 250 ms), sent by the driver."""
+    await saver._driver.execute(b"SELECT pg_sleep(0.5)", {})
+
+
+#: an AFTER DELETE statement trigger that sleeps past the role's statement_timeout when one
+#: statement deletes more than 5,000 checkpoints
+SLOW_BIG_DELETES = """
+CREATE FUNCTION lgps_slow_big_deletes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT count(*) FROM gone) > 5000 THEN PERFORM pg_sleep(0.3); END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lgps_slow_big_deletes AFTER DELETE ON pgsaver_checkpoints
+REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION lgps_slow_big_deletes();
+"""

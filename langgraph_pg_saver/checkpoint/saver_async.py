@@ -13,6 +13,7 @@ here (the event loop binding, the bridge for sync calls from other threads), and
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -48,7 +49,12 @@ from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, LIST_PAGE
 from langgraph_pg_saver.db.steps import Report
-from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissingError
+from langgraph_pg_saver.db.policy import server_timeout
+from langgraph_pg_saver.errors import (
+    InvalidInputError,
+    ParentCheckpointMissingError,
+    StatementTimeoutError,
+)
 
 # isort: off
 # [async-only]
@@ -274,7 +280,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         if sel.filter is None:
             if not _reading.pages(limit):
                 rows = await self._select("read_tuples", sel.predicates, sel.params)
-                tuples = _reading.read_rows_to_tuples(self.serde, rows)
+                # (a thread's namespaces merged may read a few more than the limit)
+                tuples = itertools.islice(_reading.read_rows_to_tuples(self.serde, rows), limit)
         else:
             tuples = await self._filtered(sel, sel.filter)
         if tuples is not None:
@@ -305,9 +312,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         page = _reading.page_select(sel, after)
         plan = sel.filter
         if plan is None or plan.exact:
-            rows = await self._driver.fetch_all(
-                self._q.read_tuples(page.predicates, page=True), page.params
-            )
+            rows = await self._driver.fetch_all(self._q.read_tuples(page.predicates), page.params)
             found: Sequence[CheckpointTuple] = [*_reading.read_rows_to_tuples(self.serde, rows)]
             seen, name = len(found), "read_tuples"
             if plan is not None:
@@ -380,7 +385,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                 if rows:  # at least one checkpoint, and every match was counted
                     return rows
         if name == "read_tuples":
-            return await self._driver.fetch_all(self._q.read_tuples(predicates), params)
+            return await self._driver.fetch_all(self._q.read_tuples(predicates, limit), params)
         return await self._driver.fetch_all(self._q.list_keys(predicates), params)
 
     async def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
@@ -441,7 +446,15 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
         tid = _keys.thread_id_param(thread_id)
-        await self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+        try:
+            await self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+        except StatementTimeoutError as exc:
+            # the server's statement_timeout cut the one statement short (a very long thread):
+            # the same delete in short statements, in one transaction (the saver's own
+            # statement_timeout, a bound the caller set for this call, is not worked around)
+            if not server_timeout(exc.__cause__) or self._driver.in_caller_transaction():
+                raise
+            await self._driver.drive(_lifecycle.delete_thread(self._q, tid))
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 

@@ -45,6 +45,8 @@ from langgraph_pg_saver.db.policy import (
     prepare_flag,
     privilege_error,
     rows_nbytes,
+    server_timeout,
+    server_timeout_error,
     statement_timeout_error,
     timeout_error,
 )
@@ -301,6 +303,12 @@ class Driver:
                 self.owner,
             )
 
+    def in_caller_transaction(self) -> bool:
+        """Whether the caller's single connection is inside a transaction of the caller's (or
+        one a failed statement aborted): the driver's statements join it, so no step of its own
+        can start (no I/O)."""
+        return self.conn is not None and self.conn.info.transaction_status != IDLE
+
     # ------------------------------------------------------------------ one statement
 
     def execute(self, query: bytes, params: Params) -> None:
@@ -338,6 +346,8 @@ class Driver:
             raise closed_error(self.owner) from exc
         if isinstance(exc, errors.InsufficientPrivilege):
             raise self._privilege_error(exc) from exc
+        if isinstance(exc, errors.QueryCanceled) and server_timeout(exc):
+            raise server_timeout_error(self.owner, exc) from exc
         if getattr(exc, "sqlstate", None) == LOST_RACE:
             raise concurrent_update_error(exc) from exc
         raise exc

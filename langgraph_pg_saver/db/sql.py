@@ -45,7 +45,7 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "scan", "walk", "claim", "page", "vtype", "vop", *ROW_SLOTS})
+SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", *ROW_SLOTS})
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
 #: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
 #: parameter limit is costed as a tenth of the table, and the joins that read the chosen
@@ -58,6 +58,9 @@ WALKS = (200, 1000, 5000)
 #: thread of 50,000: 4.4 s); a page of many namespaces stays below jit_above_cost
 #: (read_tuples_per_ns).
 LIST_PAGE = 500
+#: what read_tuples_per_ns reads ({cap}): the smallest of these at least the limit (a page:
+#: LIST_PAGE), a constant of the statement (see there why)
+LIST_CAPS = (10, 100, LIST_PAGE)
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
 VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
 
@@ -239,10 +242,10 @@ class Queries:
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")
             return self._fragments["_claim"] if value else "true"
-        if slot == "page":
-            if not isinstance(value, bool):
-                raise ValueError(f"page takes a bool, not {value!r}")
-            return str(LIST_PAGE) if value else "(SELECT %(limit)s::bigint)"
+        if slot == "cap":
+            if value not in LIST_CAPS:
+                raise ValueError(f"cap takes one of {LIST_CAPS}, not {value!r}")
+            return str(value)
         if slot in VECTOR_SLOTS:
             if value not in VECTOR_SLOTS[slot]:
                 raise ValueError(f"{slot} takes one of {VECTOR_SLOTS[slot]}, not {value!r}")
@@ -257,16 +260,19 @@ class Queries:
             return _fill(wrapper, {"rows": listed})
         raise KeyError(f"unknown slot {{{slot}}}")
 
-    def read_tuples(self, predicates: tuple[str, ...], page: bool = False) -> bytes:
+    def read_tuples(self, predicates: tuple[str, ...], limit: int | None = None) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
         newest checkpoints of each namespace, merged); without a thread, planned for each call (a
         CustomPlan: read_tuples_global, after read_tuples_recent and read_tuples_capped when there
-        is a limit); else over the chosen keys. ``page``: for a page of LIST_PAGE checkpoints
-        (the limit parameter is LIST_PAGE then; read_tuples_per_ns takes it as a constant)."""
+        is a limit); else over the chosen keys. ``limit``: the call's, at most LIST_PAGE (None: a
+        page, LIST_PAGE); read_tuples_per_ns reads the smallest of LIST_CAPS at least that many,
+        of which the caller keeps the first ``limit``."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
         if "ns" not in predicates and "id" not in predicates:
-            return self.render("read_tuples_per_ns", where=predicates, page=page)
+            want = LIST_PAGE if limit is None else limit
+            cap = next((c for c in LIST_CAPS if c >= want), LIST_PAGE)
+            return self.render("read_tuples_per_ns", where=predicates, cap=cap)
         return self.render("read_tuples", where=predicates)
 
     def list_keys(self, predicates: tuple[str, ...]) -> bytes:
