@@ -223,7 +223,8 @@ def test_a_long_statement_names_the_timeout(long_dsn: tuple[str, str]) -> None:
         with pytest.raises(StatementTimeoutError, match="the server cancelled") as info:
             saver.prune(["long"], strategy="delete")
         assert isinstance(info.value.__cause__, psycopg.errors.QueryCanceled)
-        assert "ALTER ROLE" in str(info.value) and "prune(keep_latest)" in str(info.value)
+        assert "ALTER ROLE" in str(info.value)
+        assert "prune(keep_latest)" in str(info.value)
         assert saver.get_tuple(_cfg("long")) is not None  # nothing of it was stored
 
 

@@ -45,11 +45,11 @@ from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
+from langgraph_pg_saver.db.policy import server_timeout
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, LIST_PAGE
 from langgraph_pg_saver.db.steps import Report
-from langgraph_pg_saver.db.policy import server_timeout
 from langgraph_pg_saver.errors import (
     InvalidInputError,
     ParentCheckpointMissingError,
