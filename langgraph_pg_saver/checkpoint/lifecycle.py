@@ -310,8 +310,10 @@ def copy_thread(
             return None
         return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
 
-    # the target is locked: concurrent copies into it, or puts to it, wait for this one
-    yield Step(locked(q, [dst], *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    # the target is locked: concurrent copies into it, or puts to it, wait for this one; the
+    # metadata index merges its pending entries in small steps (no batch waits for a large one)
+    gin = Stmt(q["gin_pending_list_small"])
+    yield Step(locked(q, [dst], gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
     if not counts:
         return Report(missing=[src])
     if not counts["free"]:

@@ -494,7 +494,11 @@ def test_prune_keep_latest_of_missing_ids_only_runs_one_statement() -> None:
 def _source_check(source: str, target: str) -> Step:
     """The first part of copy_thread's transaction: the target's lock, then whether the source
     holds a checkpoint."""
-    return locked([target], Stmt(Q["missing_threads"], {"thread_ids": [source]}))
+    return locked(
+        [target],
+        Stmt(Q["gin_pending_list_small"]),
+        Stmt(Q["missing_threads"], {"thread_ids": [source]}),
+    )
 
 
 def _batch(what: str, table: str, after: list[str] | None, batch: int = 2) -> Step:
@@ -516,7 +520,7 @@ def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() ->
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False, batch=2))
     assert driver.names() == [
-        ("lock_threads", "missing_threads"),
+        ("lock_threads", "gin_pending_list_small", "missing_threads"),
         ("copy_target_used",),
         ("copy_blobs_batch",),
         ("copy_blobs_batch",),
@@ -556,7 +560,7 @@ def test_copy_thread_with_overwrite_clears_the_target_in_batches_after_the_lock(
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=True, batch=2))
     assert driver.names() == [
-        ("lock_threads", "missing_threads"),
+        ("lock_threads", "gin_pending_list_small", "missing_threads"),
         ("clear_blobs_batch",),
         ("clear_blobs_batch",),
         ("clear_writes_batch",),
