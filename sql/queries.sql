@@ -237,6 +237,18 @@ unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
 FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)b::text[]) AS t ORDER BY 1) AS k
 
+-- name: lock_copy
+-- copy_thread's first statement: the target's lock exclusive (puts to it and other copies into it
+-- wait), the source's shared (its puts go on; a prune, retention or delete_for_runs of it waits
+-- for the copy, whose batches read the source with snapshots of their own), in lock_threads'
+-- order (by hash), so that copies and lifecycle jobs never deadlock.
+SELECT count(pg_advisory_xact_lock({_lock_class}, k.h)) FILTER (WHERE k.exclusive),
+       count(pg_advisory_xact_lock_shared({_lock_class}, k.h)) FILTER (WHERE NOT k.exclusive)
+FROM (SELECT hashtext(%(target)s) AS h, true AS exclusive
+      UNION ALL
+      SELECT hashtext(%(source)s), false
+      ORDER BY 1, 2 DESC) AS k
+
 -- name: _runs_threads
 -- The threads holding rows of the given runs: their checkpoints, and their writes to special
 -- channels (a run that resumed an interrupt and stopped at the next one stored nothing else), both
@@ -1048,10 +1060,18 @@ SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(ta
 
 -- The batches of copy_thread (checkpoint/lifecycle.copy_thread): the next %(batch)s rows of the
 -- source in primary-key order after %(after)s (the last key of the batch before, as text; NULL for
--- the first), copied under the target's thread id, as copy_thread does. All run in one
+-- the first), copied under the target's thread id with identical ids. All run in one
 -- transaction, so the copy is as atomic as one statement, and each statement stays short (a role's
 -- statement_timeout applies per statement). Each returns how many it copied, how many it read
 -- (fewer than %(batch)s: the last batch) and the last key it read.
+-- Each statement reads the source with a snapshot of its own (READ COMMITTED), while the source's
+-- puts go on (lock_copy holds its lock shared: no prune or retention of it runs meanwhile). So the
+-- checkpoints go first, then their writes, then the values: a put stores its values with its
+-- checkpoint, so the values of every checkpoint copied are there for the later statements; the
+-- checkpoints copied are closed under parents (ids grow with time: a checkpoint put after its
+-- namespace's batches ran is newer than every one they copied, and so are its children); writes
+-- are copied only for the checkpoints copied; a value of a checkpoint put meanwhile may be copied
+-- without its checkpoint (unreferenced, as prune leaves none; harmless).
 
 -- copy_thread with overwrite, batched as the copy is (in its transaction, under the target's
 -- lock, before it): the target's next %(batch)s rows of a table after %(after)s deleted. Keys in
@@ -1139,6 +1159,9 @@ WITH picked AS MATERIALIZED (
     SELECT w.*
     FROM {schema}.pgsaver_writes AS w
     WHERE w.thread_id = %(source)s
+      AND EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS t
+                  WHERE t.thread_id = %(target)s AND t.checkpoint_ns = w.checkpoint_ns
+                    AND t.checkpoint_id = w.checkpoint_id)
       AND (%(after)s::text[] IS NULL
            OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
               > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],

@@ -199,15 +199,15 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
 #: 2,000 rows of a chat thread take 15-40 ms here (the whole 50,000-checkpoint thread: 2.7 s in one
 #: statement), well within a role's statement_timeout of 250 ms
 COPY_BATCH = 2000
-#: the tables copy_thread copies, in the order it copies them (one transaction: any order would do)
-COPY_TABLES = ("blobs", "writes", "checkpoints")
+#: the tables copy_thread copies (and clears), in this order: checkpoints first (queries.sql says why)
+COPY_TABLES = ("checkpoints", "writes", "blobs")
 
 
 def _batch_queries(q: Queries) -> dict[str, tuple[bytes, ...]]:
     """copy_thread's batch statements per table of COPY_TABLES: clearing the target, copying."""
     return {
-        "clear": (q["clear_blobs_batch"], q["clear_writes_batch"], q["clear_checkpoints_batch"]),
-        "copy": (q["copy_blobs_batch"], q["copy_writes_batch"], q["copy_checkpoints_batch"]),
+        "clear": (q["clear_checkpoints_batch"], q["clear_writes_batch"], q["clear_blobs_batch"]),
+        "copy": (q["copy_checkpoints_batch"], q["copy_writes_batch"], q["copy_blobs_batch"]),
     }
 
 
@@ -248,7 +248,7 @@ def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
     tid = _keys.thread_id_param(thread_id)
     counts = [0, 0, 0]
     yield _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, lambda: None)
-    blobs, writes, checkpoints = counts
+    checkpoints, writes, blobs = counts
     return Report(
         threads=1 if checkpoints else 0, checkpoints=checkpoints, writes=writes, blobs=blobs
     )
@@ -310,10 +310,12 @@ def copy_thread(
             return None
         return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
 
-    # the target is locked: concurrent copies into it, or puts to it, wait for this one; the
-    # metadata index merges its pending entries in small steps (no batch waits for a large one)
+    # the target is locked (concurrent copies into it, or puts to it, wait for this one) and the
+    # source shared (its puts go on, its prunes wait); the metadata index merges its pending
+    # entries in small steps (no batch waits for a large merge)
+    lock = Stmt(q["lock_copy"], params)
     gin = Stmt(q["gin_pending_list_small"])
-    yield Step(locked(q, [dst], gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    yield Step((lock, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
     if not counts:
         return Report(missing=[src])
     if not counts["free"]:

@@ -216,8 +216,9 @@ class PostgresSaver(PoolOwner, SaverBase):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL.
 
-        Without a limit, or with one above 500, the checkpoints are read in pages of 500 (one
-        statement each, as they are iterated), so no statement reads a whole long thread."""
+        Without a limit, or with one above 250, the checkpoints are read in pages of 250 (one
+        statement each, as they are iterated), so no statement reads a whole long thread (a
+        role's ``statement_timeout`` applies to each)."""
         sel = _reading.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection

@@ -53,11 +53,13 @@ SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", *ROW
 WALKS = (200, 1000, 5000)
 #: how many checkpoints a page of a long list() reads (a list without a limit, or with one above
 #: this: checkpoint/reading.page_select), so that no statement reads a whole long thread: a role's
-#: statement_timeout applies to each statement. 500 checkpoints of a chat thread (five values and
-#: two writes each, about 1 KB of text a value) take about 30 ms here (2,000: 130 ms; a whole
-#: thread of 50,000: 4.4 s); a page of many namespaces stays below jit_above_cost
-#: (read_tuples_per_ns).
-LIST_PAGE = 500
+#: statement_timeout applies to each statement. Measured on a 50,000-checkpoint chat thread (five
+#: values and two writes a checkpoint, about 1 KB of text a value; tests/test_statement_timeout):
+#: 500 checkpoints of one namespace took 27 ms (median) and up to 105 ms on a busy machine, 500 of a
+#: thread's namespaces merged 57 and 142 ms, 2,000 in one statement 130 ms, the whole thread 4.4 s.
+#: 250 keeps the slowest page near a fifth of a 250 ms statement_timeout for checkpoints several
+#: times larger, for about 1 ms of round trip and planning per page.
+LIST_PAGE = 250
 #: what read_tuples_per_ns reads ({cap}): the smallest of these at least the limit (a page:
 #: LIST_PAGE), a constant of the statement (see there why)
 LIST_CAPS = (10, 100, LIST_PAGE)

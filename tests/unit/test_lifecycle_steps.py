@@ -494,10 +494,13 @@ def test_prune_keep_latest_of_missing_ids_only_runs_one_statement() -> None:
 def _source_check(source: str, target: str) -> Step:
     """The first part of copy_thread's transaction: the target's lock, then whether the source
     holds a checkpoint."""
-    return locked(
-        [target],
-        Stmt(Q["gin_pending_list_small"]),
-        Stmt(Q["missing_threads"], {"thread_ids": [source]}),
+    return Step(
+        (
+            Stmt(Q["lock_copy"], {"source": source, "target": target}),
+            Stmt(Q["gin_pending_list_small"]),
+            Stmt(Q["missing_threads"], {"thread_ids": [source]}),
+        ),
+        DEFAULT_LOCK_TIMEOUT,
     )
 
 
@@ -507,7 +510,7 @@ def _batch(what: str, table: str, after: list[str] | None, batch: int = 2) -> St
 
 
 def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() -> None:
-    # batches of 2: blobs 2 + 1, writes 2 + 0, checkpoints 1 (a batch that read fewer than 2 is
+    # batches of 2: checkpoints 1, writes 2 + 0, blobs 2 + 1 (a batch that read fewer than 2 is
     # the table's last; the next starts after the last key the one before read)
     driver = FakeDriver(
         {
@@ -520,20 +523,20 @@ def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() ->
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False, batch=2))
     assert driver.names() == [
-        ("lock_threads", "gin_pending_list_small", "missing_threads"),
+        ("lock_copy", "gin_pending_list_small", "missing_threads"),
         ("copy_target_used",),
-        ("copy_blobs_batch",),
-        ("copy_blobs_batch",),
-        ("copy_writes_batch",),
-        ("copy_writes_batch",),
         ("copy_checkpoints_batch",),
+        ("copy_writes_batch",),
+        ("copy_writes_batch",),
+        ("copy_blobs_batch",),
+        ("copy_blobs_batch",),
     ]
     assert driver.steps[2:] == [
-        _batch("copy", "blobs", None),
-        _batch("copy", "blobs", ["", "a", "1"]),
+        _batch("copy", "checkpoints", None),
         _batch("copy", "writes", None),
         _batch("copy", "writes", ["", "1", "t", "0"]),
-        _batch("copy", "checkpoints", None),
+        _batch("copy", "blobs", None),
+        _batch("copy", "blobs", ["", "a", "1"]),
     ]
     assert driver.steps[0] == _source_check("src", "dst")
     assert driver.steps[1] == Step(
@@ -560,18 +563,18 @@ def test_copy_thread_with_overwrite_clears_the_target_in_batches_after_the_lock(
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=True, batch=2))
     assert driver.names() == [
-        ("lock_threads", "gin_pending_list_small", "missing_threads"),
-        ("clear_blobs_batch",),
-        ("clear_blobs_batch",),
-        ("clear_writes_batch",),
+        ("lock_copy", "gin_pending_list_small", "missing_threads"),
         ("clear_checkpoints_batch",),
+        ("clear_writes_batch",),
+        ("clear_blobs_batch",),
+        ("clear_blobs_batch",),
         ("copy_target_used",),
-        ("copy_blobs_batch",),
-        ("copy_blobs_batch",),
-        ("copy_writes_batch",),
         ("copy_checkpoints_batch",),
+        ("copy_writes_batch",),
+        ("copy_blobs_batch",),
+        ("copy_blobs_batch",),
     ]
-    assert driver.steps[1:3] == [
+    assert driver.steps[3:5] == [
         _batch("clear", "blobs", None),
         _batch("clear", "blobs", ["", "a", "1"]),
     ]
