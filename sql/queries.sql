@@ -1159,9 +1159,12 @@ WITH picked AS MATERIALIZED (
     SELECT w.*
     FROM {schema}.pgsaver_writes AS w
     WHERE w.thread_id = %(source)s
+      -- a probe per write (OFFSET 0: never a join driven by the target's checkpoints, which
+      -- the statistics do not know yet, and which took 110 s for the batches of one thread)
       AND EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS t
                   WHERE t.thread_id = %(target)s AND t.checkpoint_ns = w.checkpoint_ns
-                    AND t.checkpoint_id = w.checkpoint_id)
+                    AND t.checkpoint_id = w.checkpoint_id
+                  OFFSET 0)
       AND (%(after)s::text[] IS NULL
            OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
               > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
