@@ -9,7 +9,8 @@ Both savers run the same workloads in one process, on one Postgres server with d
 (fsync on): a throwaway cluster from the local server binaries (tests/pgserver.py), or
 LANGGRAPH_PG_BENCH_DSN. Channel values are message lists and dicts, as LangGraph stores them
 (payloads.py). Every workload runs in each configuration (configs.py: same pool, defaults, pooler
-mode), the configurations' order rotating with the round. Single operations and the sync graph
+mode, and fresh statistics: tables analyzed while empty), the configurations' order rotating
+with the round. Single operations and the sync graph
 alternate between the savers and the floor call by call (workloads.py); the async workload runs as
 blocks in rotation. Each row: the median over rounds of each round's median (or throughput), the
 min-max, the ratio official/ours, and the floor measured in the same rounds (floors.py). Results go
@@ -183,7 +184,7 @@ def _run(
     import psycopg
 
     from . import report
-    from .configs import CONFIGS
+    from .configs import CONFIGS, FRESH_SCHEMA
     from .workloads import FULL, QUICK, STALE_SCHEMA, Bench
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -214,9 +215,19 @@ def _run(
                     saver.setup()  # type: ignore[attr-defined]
                 bench.build_stale(builders)
             stale = {c.name: c.sync_savers(dsn, stack, STALE_SCHEMA) for c in configs}
+        if any(c.fresh for c in configs):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {FRESH_SCHEMA} CASCADE")
+                conn.execute(f"CREATE SCHEMA {FRESH_SCHEMA}")
+            with ExitStack() as build:
+                builders = CONFIGS["same-pool"].sync_savers(dsn, build, FRESH_SCHEMA)
+                for saver in builders.values():
+                    saver.setup()  # type: ignore[attr-defined]
+            bench.autovacuum_off(FRESH_SCHEMA)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("ANALYZE")  # every run starts from the same statistics
-        savers = {c.name: c.sync_savers(dsn, stack) for c in configs}
+            # every run starts from the same statistics; fresh-stats' tables are analyzed empty
+            conn.execute("ANALYZE")
+        savers = {c.name: c.sync_savers(dsn, stack, c.schema) for c in configs}
         print(f"fixtures ready after {time.perf_counter() - started:.0f}s", flush=True)
         for r in range(args.rounds):
             k = r % len(configs)

@@ -12,6 +12,14 @@
 - ``pooler``: as ``same-pool`` with ``prepare_threshold=None`` on both savers' pools and on the
   floors' connections: what users of either must run behind a transaction-mode pooler without
   prepared statements (nothing goes through a pooler here; only the statements are unprepared).
+- ``fresh-stats``: as ``same-pool``, with both savers' tables in a schema of their own
+  (``FRESH_SCHEMA``), made empty by ``setup()`` and analyzed while empty, with autovacuum off on
+  them: the statistics of a fresh deployment analyzed right after setup, kept for the whole run
+  (a user's autovacuum would analyze again after some thousands of rows). Only the workloads
+  that need no fixtures run there (put, put-strings, put-guarded, encrypted, graph): their tables
+  grow from empty with the rounds, as a new deployment's do, and after each round by 20 copies of
+  that round's threads (``Bench.grow``), so that later rounds run on tables tens of times larger
+  than those the sessions planned on.
 
 Only the public API of ``langgraph_pg_saver`` is used: the constructors on a pool or a connection,
 ``from_conn_string``, the ``schema`` option, ``setup`` and the saver methods.
@@ -34,6 +42,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
 
 IMPLS = ("ours", "official")
+FRESH_SCHEMA = "bench_fresh"  # both savers' tables for the fresh-stats configuration
 ASYNC_POOL_SIZE = 10  # the async workload's pools (min = max)
 SYNC_POOL_MAX = 20  # the docs' example; min_size stays psycopg_pool's default (4)
 
@@ -60,6 +69,13 @@ class Config:
     # None: the savers' and floors' statements are never prepared (pooler mode); 0: always
     prepare_threshold: int | None
     shared_pool: bool  # same-pool and pooler: both savers on pools of the docs' configuration
+    # fresh-stats: the savers' tables in FRESH_SCHEMA, analyzed while empty (see the docstring)
+    fresh: bool = False
+
+    @property
+    def schema(self) -> str | None:
+        """Where this configuration's savers keep their tables (None: the public schema)."""
+        return FRESH_SCHEMA if self.fresh else None
 
     @property
     def floor_prepare(self) -> int | None:
@@ -148,6 +164,18 @@ CONFIGS: dict[str, Config] = {
             "prepared statements (no pooler is in the path).",
             prepare_threshold=None,
             shared_pool=True,
+        ),
+        Config(
+            "fresh-stats",
+            "fresh statistics",
+            "As same pool, with both savers' tables in a schema of their own, created empty by "
+            "setup() and analyzed while empty (autovacuum off on them), as a fresh deployment "
+            "analyzed right after setup is; the tables grow from empty with the rounds, and after "
+            "each round by 20 copies of its threads. Only the workloads that need no fixtures. "
+            "Floors prepared.",
+            prepare_threshold=0,
+            shared_pool=True,
+            fresh=True,
         ),
     )
 }

@@ -38,6 +38,11 @@ PW_CHECKPOINTS = 300  # checkpoints the put_writes workload spreads its tasks ov
 STALE_SCHEMA = "bench_stale"  # both savers' tables for the stale-statistics workload
 FAN_OUT = 1000  # put_writes calls (3 writes each) on each of the two fan-out checkpoints
 ASYNC_THREADS, ASYNC_INVOKES = 50, 3
+GROW_COPIES = 20  # fresh-stats: copies of each round's threads added after the round
+GROWN_TABLES = {
+    "ours": ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes"),
+    "official": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+}
 
 
 @dataclass(frozen=True)
@@ -281,17 +286,21 @@ class Bench:
             for cfg in fan:
                 for t in range(FAN_OUT):
                     saver.put_writes(cfg, payloads.three_writes(), f"t{t}")
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            tables = conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (STALE_SCHEMA,)
-            ).fetchall()
-            for (table,) in tables:
-                conn.execute(
-                    f'ALTER TABLE {STALE_SCHEMA}."{table}" SET (autovacuum_enabled = false)'
-                )
-                conn.execute(f'ANALYZE {STALE_SCHEMA}."{table}"')
+        self.autovacuum_off(STALE_SCHEMA, analyze=True)
         for impl, saver in savers.items():
             self.fixtures[impl]["stale"] = put_chain(saver, f"{impl}-stale", 200, writes=1)
+
+    def autovacuum_off(self, schema: str, analyze: bool = False) -> None:
+        """Autovacuum off on every table of ``schema`` (its statistics stay what they are), and
+        with ``analyze`` each analyzed now."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+            for (table,) in tables:
+                conn.execute(f'ALTER TABLE {schema}."{table}" SET (autovacuum_enabled = false)')
+                if analyze:
+                    conn.execute(f'ANALYZE {schema}."{table}"')
 
     # ------------------------------------------------------------------ the rounds
 
@@ -329,9 +338,40 @@ class Bench:
             self.dsn, autocommit=True, prepare_threshold=cfg.floor_prepare
         ) as conn:
             for key in self.selected:
+                if cfg.fresh and (WORKLOADS[key].fixtures or key == "async"):
+                    continue  # fresh-stats: only what needs no fixtures (and its own schema)
                 t0 = time.perf_counter()
                 self._run(key, cfg, savers, stale, conn, r)
                 self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - t0
+        if cfg.fresh and cfg.schema is not None:
+            self.grow(cfg.schema, f"%-{cfg.name}-%-{r}")
+
+    def grow(self, schema: str, threads: str) -> None:
+        """The tables of ``schema`` grow as a deployment's do, without a new ANALYZE: the rows of
+        the threads matching the LIKE pattern ``threads`` (this round's), copied GROW_COPIES times
+        under new thread ids, in SQL, into each saver's tables."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for tables in GROWN_TABLES.values():
+                for table in tables:
+                    cols = [
+                        r[0]
+                        for r in conn.execute(
+                            "SELECT column_name FROM information_schema.columns WHERE"
+                            " table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                            (schema, table),
+                        ).fetchall()
+                    ]
+                    picked = ", ".join(
+                        "t.thread_id || '-copy-' || g" if c == "thread_id" else f't."{c}"'
+                        for c in cols
+                    )
+                    names = ", ".join(f'"{c}"' for c in cols)
+                    conn.execute(
+                        f'INSERT INTO {schema}."{table}" ({names}) SELECT {picked}'  # type: ignore[arg-type]
+                        f' FROM {schema}."{table}" AS t CROSS JOIN generate_series(1, %s) AS g'
+                        " WHERE t.thread_id LIKE %s AND t.thread_id NOT LIKE '%%-copy-%%'",
+                        (GROW_COPIES, threads),
+                    )
 
     def _run(
         self,

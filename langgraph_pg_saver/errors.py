@@ -21,6 +21,17 @@ class Hint:
 SETUP_HINT = Hint("Run setup() (or `langgraph-pg-saver setup`)", "Run `langgraph-pg-saver setup`")
 #: a strict KeyringSerializer's way out, for the API and for the command line
 NO_STRICT_HINT = Hint("pass strict=False", "pass --no-strict")
+#: what a reader of a standby does, for the API and for the command line
+READ_ONLY_HINT = Hint(
+    "Readers of a standby: pass read_only=True (reads then skip the store's TTL refresh, and "
+    "writes are refused at once)",
+    "Pass the primary's --dsn to write; the reading commands work on a standby as they are",
+)
+#: the same for a saver or store made with read_only=True
+FLAGGED_HINT = Hint(
+    "Write through a saver or store made without read_only=True",
+    "Pass the primary's --dsn to write",
+)
 #: copy_thread's way to replace a target
 OVERWRITE_HINT = Hint("Pass overwrite=True", "pass --overwrite")
 
@@ -254,20 +265,90 @@ class EntangledRunError(PgSaverError):
 
 
 class ParentCheckpointMissingError(PgSaverError):
-    """put() named a parent checkpoint that is not stored (never was, or was deleted or pruned),
-    and the new checkpoint's state is not whole without it: a channel it keeps unchanged has no
-    stored value, or one of its channels is a DeltaChannel version to rebuild from ancestors."""
+    """put() named a parent checkpoint that is not stored, and the new checkpoint's state is not
+    whole without it: a channel it keeps unchanged has no stored value, or one of its channels is a
+    DeltaChannel version to rebuild from ancestors. Nothing was written.
+
+    The run read the parent before, so it was stored somewhere: either this server never
+    received it (a failover to a standby that had not replayed it yet: with asynchronous
+    replication a standby lags, and its promotion loses the last commits of the old primary),
+    or the thread was deleted or pruned while the run went on (``delete_thread``, ``prune``,
+    ``retention``, ``delete_for_runs``). ``thread_id``, ``checkpoint_ns``, ``parent_id``."""
 
     def __init__(self, thread_id: str, checkpoint_ns: str, parent_id: str) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.parent_id = parent_id
         super().__init__(
-            f"put: parent checkpoint {parent_id!r} of thread {thread_id!r} (namespace {checkpoint_ns!r}) "
-            "does not exist, and this checkpoint's state is not whole without it (a channel value it keeps "
-            "unchanged is gone, or a DeltaChannel must be rebuilt from its ancestors: was the thread "
-            "deleted or pruned meanwhile?); nothing was written"
+            f"put: parent checkpoint {parent_id!r} of thread {thread_id!r} (namespace "
+            f"{checkpoint_ns!r}) is not stored on this server, and this checkpoint's state is not "
+            "whole without it (a channel value it keeps unchanged, or a DeltaChannel's "
+            "ancestry); nothing was written. Either the server never received the parent (after "
+            "a failover to a standby that had not replayed it: asynchronous replication lags, "
+            "and a promotion loses the old primary's last commits), or the thread was deleted "
+            "or pruned meanwhile. Read the thread again (get_state) and rerun the input from "
+            "the checkpoint it holds now; synchronous replication keeps a failover from losing "
+            "acknowledged checkpoints"
         )
+
+
+class ReadOnlyError(PgSaverError):
+    """A write on a read-only server (a hot standby, a read replica, a database or role with
+    ``default_transaction_read_only``), or on a saver or store made with ``read_only=True``,
+    which refuses writes without asking the server. Nothing was written.
+
+    ``server``: ``host:port/dbname`` (never the password); ``operation``: what was refused
+    (``put``, ``prune``, ``setup``, ...; empty when the server refused a statement of an
+    operation the driver does not name); ``flagged``: True when ``read_only=True`` refused it;
+    ``standby``: True when the server said it is a standby (in recovery), False when it is a
+    primary whose database or role is read-only, None when unknown (or flagged).
+    Point writers at the primary (or at a multi-host connection string with
+    ``target_session_attrs=read-write``, which follows a failover); keep ``read_only=True`` for
+    savers and stores that read from a standby."""
+
+    def __init__(
+        self,
+        owner: str,
+        operation: str,
+        server: str,
+        *,
+        flagged: bool,
+        cause: str = "",
+        standby: bool | None = None,
+    ) -> None:
+        self.owner = owner
+        self.operation = operation
+        self.server = server
+        self.flagged = flagged
+        self.standby = standby
+        what = f"{owner}.{operation}()" if operation else owner
+        if flagged:
+            why = (
+                f"{what} refused: this {_noun_of(owner)} was made with read_only=True (server "
+                f"{server}), so it only reads; nothing was sent."
+            )
+        else:
+            detail = f" ({cause})" if cause else ""
+            kind = {
+                True: "a hot standby, which replays the primary's changes and serves only reads",
+                False: "a primary whose database or role sets default_transaction_read_only",
+                None: "a hot standby or read replica, or a database or role with "
+                "default_transaction_read_only",
+            }[standby]
+            why = f"{what}: {server} is read-only: {kind}{detail}; nothing was written."
+        super().__init__(
+            self._hinted(
+                f"{why} Writes need the primary: point the writer's connection string at it, or "
+                "name every server in a multi-host connection string with "
+                "target_session_attrs=read-write (it connects to whichever is the primary, also "
+                "after a failover). ",
+                FLAGGED_HINT if flagged else READ_ONLY_HINT,
+            )
+        )
+
+
+def _noun_of(owner: str) -> str:
+    return "store" if "Store" in owner else "saver"
 
 
 class EncryptionKeyError(PgSaverError):

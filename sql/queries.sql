@@ -44,6 +44,26 @@ RETURNING 1
 {_put_row}
 RETURNING 1
 
+-- name: put_plain
+-- put with the parent check inline (_put_checked_plain), for a schema without migration 0011's
+-- pgsaver_parent_stored (a deployment whose code is newer than its last setup()) or a role that
+-- may not execute it: the driver sends it, with put_new_plain, once the function cannot be called.
+{_put_checked_plain}, new_blobs AS (
+    {_put_blobs}
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+)
+{_put_row}
+{_put_row_upsert}
+RETURNING 1
+
+-- name: put_new_plain
+-- put_new with the parent check inline (see put_plain).
+{_put_checked_plain}, new_blobs AS (
+    {_put_blobs}
+)
+{_put_row}
+RETURNING 1
+
 -- name: put_call
 -- put_new as a call of migration 0006's function, for a connection that prepares nothing (behind a
 -- pooler): this short statement is all that is parsed and planned per call; the function's own
@@ -108,16 +128,34 @@ RETURNING 1
 -- A parent that is not there makes put insert nothing; the saver then tries put_orphan, which stores
 -- the checkpoint only if its state is whole without its ancestors (or raises).
 --
--- The statement's snapshot is older than its wait for the lock, so a prune that committed during
--- that wait is invisible to it. "seen" reads the parent after the lock (the one-time filter on
--- guard runs first) and keeps its raw xmax: a deleter, committed or not, leaves its id there, and
--- the lifecycle deleters hold this lock exclusively, so none can start until this statement
--- commits. An xmax of 0 therefore proves the parent is still there. Any other xmax (a delete, an
--- update, an earlier row lock) takes the slow path: FOR KEY SHARE, which waits for a deleter still
--- running and rechecks the latest row version. Locking only then saves a page write and a WAL
--- record per put. delete_thread takes no lock: one that starts after this read deletes
--- the parent and leaves this checkpoint, as it did when the parent was always locked (it waited
--- for the lock, then deleted the parent anyway; docs/guide.md "Retention", Limits).
+-- The parent is read by migration 0011's pgsaver_parent_stored, filtering guard's row: so after the
+-- lock is held (a VOLATILE function is never a one-time filter evaluated before the scan), with a
+-- snapshot of its own, taken after that wait. It reads the parent's raw xmax: a deleter, committed
+-- or not, leaves its id there, and the lifecycle deleters hold this lock exclusively, so none can
+-- start until this statement commits. An xmax of 0 therefore proves the parent is still there. Any
+-- other xmax (a delete, an update, an earlier row lock) takes the slow path: FOR KEY SHARE, which
+-- waits for a deleter still running and rechecks the latest row version. Locking only then saves a
+-- page write and a WAL record per put. A function rather than a CTE, because its plan is made under
+-- its own enable_seqscan = off: the CTE's lookup, in the generic plan a prepared put_new keeps from
+-- its sixth call, was a sequential scan whenever that call came while the table was small (after an
+-- ANALYZE of the empty tables), and stayed one as the table grew. delete_thread takes no lock: one
+-- that starts after this read deletes the parent and leaves this checkpoint, as it did when the
+-- parent was always locked (it waited for the lock, then deleted the parent anyway; docs/guide.md
+-- "Retention", Limits).
+WITH {_guard}, allowed AS (
+    SELECT 1 AS ok FROM guard
+    WHERE {schema}.pgsaver_parent_stored(
+              %(thread_id)s::text, %(checkpoint_ns)s::text, %(parent_checkpoint_id)s::text)
+      AND {claim}
+)
+
+-- name: _put_checked_plain
+-- _put_checked with the parent read in the statement, as before migration 0011: "seen" reads the
+-- parent after the lock (the one-time filter on guard runs first) with the statement's snapshot,
+-- which is older than the wait, and keeps its raw xmax, with the same proof as pgsaver_parent_stored;
+-- "locked" is its slow path. Its plan is the statement's: after statistics of empty tables, a
+-- prepared put_new_plain may scan the checkpoints (docs/performance.md, "Statistics of empty
+-- tables"); only a schema or role without the function runs it.
 WITH {_guard}, seen AS (
     SELECT p.xmax = '0'::xid AS untouched FROM {schema}.pgsaver_checkpoints AS p
     WHERE (SELECT count(*) FROM guard) = 1
@@ -656,6 +694,8 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- ============================================================================ DeltaChannel history
 
 -- name: delta_history
+-- Mirrored by migration 0011's pgsaver_delta_history (delta_history_call, what the saver sends
+-- where it can), _x_stores_k included: a change here needs a migration replacing it.
 -- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
 -- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
 -- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent. The last four
@@ -713,6 +753,12 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS s
 ORDER BY 1, 2 DESC, 3, 4, 5
+
+-- name: delta_history_call
+-- delta_history as a call of migration 0011's function, which holds its two forms (checkpoint_id
+-- NULL: the latest) and plans them under enable_seqscan = off: the same rows, in the same order.
+SELECT * FROM {schema}.pgsaver_delta_history(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text, %(channels)b::text[])
 
 -- ============================================================================ lifecycle
 
@@ -1547,6 +1593,11 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 -- key: the driver then stops preparing statements on that connection (see _driver.pooler_check).
 SELECT pg_backend_pid()
 
+-- name: in_recovery
+-- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in
+-- recovery) or a primary whose database or role sets default_transaction_read_only.
+SELECT pg_is_in_recovery()
+
 -- name: missing_privileges
 -- After a permission error: which of the privileges the runtime role needs it lacks, per table and
 -- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
@@ -1561,7 +1612,8 @@ WHERE to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations') IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations'), 'SELECT')
 UNION ALL
 SELECT 'function ' || f.name, 'EXECUTE'
-FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head']) AS f(name)
+FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head', 'pgsaver_parent_stored',
+                    'pgsaver_delta_history']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
     AND pr.pronamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = %(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')

@@ -164,8 +164,22 @@ def test_put_with_a_parent_never_stored_and_unchanged_values_missing_is_refused(
     from langgraph_pg_saver import ParentCheckpointMissingError
 
     cp = checkpoint({"a": 1, "b": 2}, {"a": 1, "b": 1})
-    with pytest.raises(ParentCheckpointMissingError, match="nothing was written"):
+    with pytest.raises(ParentCheckpointMissingError, match="nothing was written") as caught:
         saver.put(_missing_parent("q"), cp, {}, {"b": 1})
+    err = caught.value
+    parent = _missing_parent("q")["configurable"]
+    assert (err.thread_id, err.checkpoint_ns, err.parent_id) == (
+        "q",
+        parent["checkpoint_ns"],
+        parent["checkpoint_id"],
+    )
+    # what may have happened, in both orders of likelihood, and what to do
+    text = str(err)
+    assert "not stored on this server" in text
+    assert "failover to a standby that had not replayed it" in text
+    assert "asynchronous replication" in text
+    assert "deleted or pruned meanwhile" in text
+    assert "rerun the input" in text
     assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == [(0,)]
     assert _rows(db_dsn, "SELECT count(*) FROM pgsaver_blobs") == [(0,)]
 

@@ -193,7 +193,9 @@ def test_hot_statements_settle_on_one_generic_plan(db_dsn: str) -> None:
             prepare=False,
         ).fetchall()
     hot = [r for r in rows if "pgsaver_" in r[0]]
-    assert len(hot) >= 8, [r[0][:60] for r in rows]
+    # put_new, put_writes_new, the calls of pgsaver_get_tuple and pgsaver_delta_history (each for
+    # both forms), list's two, list(None)'s walk; delete_thread is planned per call
+    assert len(hot) >= 7, [r[0][:60] for r in rows]
     replanned = [" ".join(r[0].split())[:80] for r in hot if r[1] == 0]
     assert not replanned, replanned
 

@@ -1,6 +1,6 @@
 """On a connection that prepares nothing (behind a pooler, or prepare_threshold=None), put goes
-through migration 0006's function, pgsaver_put, and get_tuple through 0007's, pgsaver_get_tuple;
-prepared, each stays one statement. Both ways store and read the same, and the rare paths (a
+through migration 0006's function, pgsaver_put; prepared, it stays one statement. get_tuple goes
+through 0007's, pgsaver_get_tuple, on every pooled connection. Both ways store and read the same, and the rare paths (a
 missing parent, a put stored again, many channels, a guarded put) behave the same."""
 
 from __future__ import annotations
@@ -85,8 +85,10 @@ def test_unprepared_puts_call_the_function_and_store_the_same(counted: str, prep
         assert calls == puts[0]  # every put went through the function
         assert reads >= 2  # the get_state calls above, and the graphs' own reads
     else:
-        assert calls == 0
-        assert reads == 0
+        assert calls == 0  # prepared, put stays its statement
+        # get_tuple calls the function on every pooled connection (its plans stay on the primary
+        # key whatever the statistics were when the session made them: tests/test_stale_plans.py)
+        assert reads >= 2
     assert states["plain"]["bar"][-3:] == ["m5", "a", "b"]
     assert states["delta"]["messages"][-1] == "reply 6"
 
@@ -150,7 +152,8 @@ def test_a_guarded_put_keeps_its_claim_unprepared(db_dsn: str) -> None:
 
 def test_get_tuple_reads_the_same_through_the_function(db_dsn: str) -> None:
     """Every checkpoint of threads with pending writes, an interrupt, subgraph namespaces and a
-    DeltaChannel, read by id and as the latest, prepared and through the function."""
+    DeltaChannel, read by id and as the latest, through the function (prepared and not) and
+    through the statements."""
     from graphs import approval_in_subgraph, with_subgraph
 
     with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=0) as saver:
@@ -179,7 +182,35 @@ def test_get_tuple_reads_the_same_through_the_function(db_dsn: str) -> None:
     for prepare in (0, None):
         with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=prepare) as saver:
             reads[prepare] = [saver.get_tuple(c) for c in (*configs, *latest, *missing)]
-    assert reads[0] == reads[None]
+    # the statements (get_tuple, get_tuple_id): what a connection of the caller's own runs
+    with psycopg.connect(db_dsn, autocommit=True, prepare_threshold=0) as conn:
+        own = PostgresSaver(conn)
+        reads["statement"] = [own.get_tuple(c) for c in (*configs, *latest, *missing)]
+    assert reads[0] == reads[None] == reads["statement"]
     assert reads[None][-1] is None
     assert any(t is not None and t.pending_writes for t in reads[None])
     assert {c["configurable"]["checkpoint_ns"] for c in configs} != {""}  # subgraph namespaces
+
+
+@pytest.mark.parametrize("prepare", [0, None])
+def test_a_schema_without_the_parent_check_falls_back_to_the_inline_check(
+    db_dsn: str, prepare: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A schema migrated before 0011 (code deployed before its setup()): put's statements call
+    pgsaver_parent_stored, which is not there; the saver says so once and sends the twins that
+    check the parent inline, which store and refuse the same."""
+    from helpers import checkpoint, config
+
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute("DROP FUNCTION pgsaver_parent_stored")
+    with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=prepare) as saver:
+        with caplog.at_level("WARNING", logger="langgraph_pg_saver"):
+            stored = saver.put(config("old"), checkpoint({"a": 1}), {}, {"a": 1})
+            child = saver.put(stored, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2})
+        said = [r for r in caplog.records if "server-side functions" in r.getMessage()]
+        # unprepared, put calls pgsaver_put (0006), which checks the parent itself
+        assert len(said) == (1 if prepare == 0 else 0), said
+        assert saver.get_tuple(child).parent_config == stored  # type: ignore[union-attr]
+        lost = config("old", "nope")
+        with pytest.raises(ParentCheckpointMissingError):
+            saver.put(lost, checkpoint({"a": 3}, {"a": 3, "b": 1}), {}, {"a": 3})

@@ -81,14 +81,22 @@ class SaverBase(BaseCheckpointSaver[str]):
     # between the forms the Call carries (db/call.py).
 
     def _put_call(self, put: _writing.Batch, metadata: object) -> Call:
-        """What a put runs: its plain INSERT, returning whether the parent is stored; the upsert
-        after a unique violation; where nothing is prepared, the call of migration 0006's
-        function, which does the same work (not for a claiming put, which the function lacks)."""
+        """What a put runs: its plain INSERT, returning whether the parent is stored (checked by
+        migration 0011's function, whose plan stays on the primary key under any statistics);
+        the upsert after a unique violation; where nothing is prepared, the call of migration
+        0006's function, which does the same work (not for a claiming put, which the function
+        lacks); the same two statements with the check inline, for a schema or role that cannot
+        call the functions."""
         if self._claims(metadata):
             put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
         unprepared = None if put.claim else (self._q["put_call"], _writing.blob_arrays)
-        return Call(insert, put.params, ONE, upsert, unprepared)
+        q, rows, claim = self._q, put.rows, put.claim
+        plain = (
+            q.render("put_new_plain", blob_rows=rows, claim=claim),
+            q.render("put_plain", blob_rows=rows, claim=claim),
+        )
+        return Call(insert, put.params, ONE, upsert, unprepared, plain=plain)
 
     def _put_orphan_call(self, put: _writing.Batch, metadata: object) -> Call:
         """put's second try, when its first statement found the parent not stored: stores the
@@ -102,14 +110,17 @@ class SaverBase(BaseCheckpointSaver[str]):
         return Call(query, writes.params, NOTHING, upsert)
 
     def _get_tuple_call(self, sel: _reading.Select) -> Call:
-        """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor); where
-        nothing is prepared, the same rows from migration 0007's function."""
+        """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor), from
+        migration 0007's function on every pooled connection (prepared or not: its plans stay on
+        the primary key under any statistics, migration 0011), the statement where the function
+        cannot be called or the connection is the caller's own."""
         return Call(
             self._q.get_tuple(sel.predicates),
             sel.params,
             ALL,
             unprepared=(self._q["get_tuple_call"], _writing.with_checkpoint_id),
             size_column=_reading.GET_TUPLE_BYTES,
+            function_first=True,
         )
 
     def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:

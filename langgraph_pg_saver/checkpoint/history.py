@@ -12,6 +12,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import reading as _reading
+from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.db.steps import Rows, Step, Steps, Stmt
@@ -19,9 +20,15 @@ from langgraph_pg_saver.errors import InvalidInputError
 
 
 def delta_history(
-    q: Queries, serde: SerializerProtocol, config: RunnableConfig, channels: Sequence[str]
+    q: Queries,
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    channels: Sequence[str],
+    function: bool = True,
 ) -> Steps:
-    """get_delta_channel_history in one statement; the rules are in docs/design.md (DeltaChannels)."""
+    """get_delta_channel_history in one statement; the rules are in docs/design.md (DeltaChannels).
+    With ``function``, the call of migration 0011's pgsaver_delta_history (its plans stay on the
+    primary keys under any statistics); without, the statement itself."""
     if isinstance(channels, str):
         raise InvalidInputError(
             f"channels must be a list of channel names, not the string {channels!r}"
@@ -31,9 +38,11 @@ def delta_history(
         return {}
     sel = _reading.get_tuple_select(config)
     params = dict(sel.params, channels=wanted)
-    rows = yield Step(
-        (Stmt(q.render("delta_history", where=sel.predicates), params, prepare=None),)
-    )
+    if function:
+        stmt = Stmt(q["delta_history_call"], _writing.with_checkpoint_id(params), prepare=None)
+    else:
+        stmt = Stmt(q.render("delta_history", where=sel.predicates), params, prepare=None)
+    rows = yield Step((stmt,))
     return assemble_history(serde, wanted, rows)
 
 

@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
+from psycopg.errors import UndefinedFunction
 from psycopg_pool import ConnectionPool
 
 from langgraph_pg_saver.checkpoint import history as _history
@@ -36,7 +37,7 @@ from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.db.owner import PoolOwner
-from langgraph_pg_saver.db.policy import server_timeout
+from langgraph_pg_saver.db.policy import function_unusable, server_timeout
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, LIST_PAGE
@@ -64,6 +65,12 @@ class PostgresSaver(PoolOwner, SaverBase):
         compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
             bytes or more are stored zstd-compressed where that saves an eighth (make bench's storage:
             0.46x the official saver's, against 0.74x without); ``None``: stored as serialized. Either way both forms are read.
+        read_only: the saver only reads (pointed at a hot standby or read replica): every write
+            (put, put_writes, delete_thread, prune, copy_thread, retention, delete_for_runs,
+            reencrypt, import_official, setup with migrations to apply) raises
+            :class:`ReadOnlyError` at once, sending nothing; reads, dry runs and
+            ``setup(check=True)`` work. Without it, a write the server refuses as read-only
+            raises the same error.
     """
 
     _driver: Driver
@@ -80,6 +87,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         single_writer: bool = False,
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             serde=serde, schema=schema, single_writer=single_writer, compression=compression
@@ -90,6 +98,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             owner=type(self).__name__,
             retry=retry,
             statement_timeout=statement_timeout,
+            read_only=read_only,
         )
 
     @property
@@ -116,6 +125,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         single_writer: bool = False,
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
+        read_only: bool = False,
     ) -> PostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -145,6 +155,8 @@ class PostgresSaver(PoolOwner, SaverBase):
 
         ``compression``: ``"zstd"`` (default) or ``None``, as for the constructor.
 
+        ``read_only``: a saver that reads from a standby, as for the constructor.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -167,6 +179,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
+            read_only=read_only,
         )._own_pool()
 
     def healthcheck(self, timeout: float = _schema.HEALTHCHECK_TIMEOUT) -> dict[str, Any]:
@@ -350,6 +363,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
+        self._driver.refuse_write("put")
         put = _writing.put_params(
             self.serde,
             config,
@@ -377,6 +391,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
+        self._driver.refuse_write("put_writes")
         built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )
@@ -391,6 +406,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
+        self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
         try:
             self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
@@ -413,9 +429,19 @@ class PostgresSaver(PoolOwner, SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
-        result: Mapping[str, DeltaChannelHistory] = self._driver.drive(
-            _history.delta_history(self._q, self.serde, config, channels)
-        )
+        driver = self._driver
+        functions = driver.state.functions
+        try:
+            result: Mapping[str, DeltaChannelHistory] = driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, functions)
+            )
+        except UndefinedFunction as exc:  # a schema older than migration 0011
+            if not functions or not function_unusable(exc):
+                raise
+            driver._functions_unusable(exc)
+            result = driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, False)
+            )
         return result
 
     def prune(  # type: ignore[override]  # returns a Report (None upstream)
@@ -429,6 +455,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
         N and deleting idle threads.
         """
+        if not dry_run:
+            self._driver.refuse_write("prune")
         report: Report = self._driver.drive(
             _lifecycle.prune(self._q, thread_ids, strategy, dry_run=dry_run)
         )
@@ -444,6 +472,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
         not), and the report names the source in ``missing``. Returns what was copied.
         """
+        self._driver.refuse_write("copy_thread")
         report: Report = self._driver.drive(
             _lifecycle.copy_thread(
                 self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
@@ -480,6 +509,8 @@ class PostgresSaver(PoolOwner, SaverBase):
                 "reencrypt needs the saver's serde to be a KeyringSerializer, not "
                 f"{type(self.serde).__name__}"
             )
+        if not dry_run:
+            self._driver.refuse_write("reencrypt")
         report: Report = self._driver.drive(
             _lifecycle.reencrypt(
                 self._q,
@@ -521,6 +552,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
         held here with what the official saver reads.
         """
+        if not dry_run:
+            self._driver.refuse_write("import_official")
         report: ImportReport = self._driver.drive(
             _import.import_official(
                 self._q,
@@ -551,6 +584,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         DeltaChannel from a checkpoint or writes of these runs, and with
         :class:`EntangledRunError` when some of their rows cannot be told from another run's.
         """
+        if not dry_run:
+            self._driver.refuse_write("delete_for_runs")
         report: Report = self._driver.drive(
             _lifecycle.delete_for_runs(self._q, run_ids, dry_run=dry_run)
         )
@@ -579,6 +614,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
         """
+        if not dry_run:
+            self._driver.refuse_write("retention")
         report: Report = self._driver.drive(
             _lifecycle.retention(
                 self._q,

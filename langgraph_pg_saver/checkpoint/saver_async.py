@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection
+from psycopg.errors import UndefinedFunction
 from psycopg_pool import AsyncConnectionPool
 
 from langgraph_pg_saver.checkpoint import history as _history
@@ -45,7 +46,7 @@ from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
-from langgraph_pg_saver.db.policy import server_timeout
+from langgraph_pg_saver.db.policy import function_unusable, server_timeout
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, LIST_PAGE
@@ -88,6 +89,12 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         compression: ``"zstd"`` (default): channel values, writes and checkpoint bodies of 512
             bytes or more are stored zstd-compressed where that saves an eighth (make bench's storage:
             0.46x the official saver's, against 0.74x without); ``None``: stored as serialized. Either way both forms are read.
+        read_only: the saver only reads (pointed at a hot standby or read replica): every write
+            (put, put_writes, delete_thread, prune, copy_thread, retention, delete_for_runs,
+            reencrypt, import_official, setup with migrations to apply) raises
+            :class:`ReadOnlyError` at once, sending nothing; reads, dry runs and
+            ``setup(check=True)`` work. Without it, a write the server refuses as read-only
+            raises the same error.
     """
 
     # [async-only]
@@ -123,6 +130,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         single_writer: bool = False,
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             serde=serde, schema=schema, single_writer=single_writer, compression=compression
@@ -133,6 +141,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             owner=type(self).__name__,
             retry=retry,
             statement_timeout=statement_timeout,
+            read_only=read_only,
         )
 
     # [async-only]
@@ -171,6 +180,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         single_writer: bool = False,
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
+        read_only: bool = False,
     ) -> AsyncPostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -200,6 +210,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
         ``compression``: ``"zstd"`` (default) or ``None``, as for the constructor.
 
+        ``read_only``: a saver that reads from a standby, as for the constructor.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -222,6 +234,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             single_writer=single_writer,
             statement_timeout=statement_timeout,
             compression=compression,
+            read_only=read_only,
         )._own_pool()
 
     async def ahealthcheck(self, timeout: float = _schema.HEALTHCHECK_TIMEOUT) -> dict[str, Any]:
@@ -405,6 +418,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
+        self._driver.refuse_write("put")
         put = _writing.put_params(
             self.serde,
             config,
@@ -432,6 +446,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
+        self._driver.refuse_write("put_writes")
         built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )
@@ -446,6 +461,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
+        self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
         try:
             await self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
@@ -468,9 +484,19 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
-        result: Mapping[str, DeltaChannelHistory] = await self._driver.drive(
-            _history.delta_history(self._q, self.serde, config, channels)
-        )
+        driver = self._driver
+        functions = driver.state.functions
+        try:
+            result: Mapping[str, DeltaChannelHistory] = await driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, functions)
+            )
+        except UndefinedFunction as exc:  # a schema older than migration 0011
+            if not functions or not function_unusable(exc):
+                raise
+            driver._functions_unusable(exc)
+            result = await driver.drive(
+                _history.delta_history(self._q, self.serde, config, channels, False)
+            )
         return result
 
     async def aprune(  # type: ignore[override]  # returns a Report (None upstream)
@@ -484,6 +510,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
         N and deleting idle threads.
         """
+        if not dry_run:
+            self._driver.refuse_write("prune")
         report: Report = await self._driver.drive(
             _lifecycle.prune(self._q, thread_ids, strategy, dry_run=dry_run)
         )
@@ -499,6 +527,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
         not), and the report names the source in ``missing``. Returns what was copied.
         """
+        self._driver.refuse_write("copy_thread")
         report: Report = await self._driver.drive(
             _lifecycle.copy_thread(
                 self._q, source_thread_id, target_thread_id, overwrite=overwrite, serde=self.serde
@@ -535,6 +564,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                 "reencrypt needs the saver's serde to be a KeyringSerializer, not "
                 f"{type(self.serde).__name__}"
             )
+        if not dry_run:
+            self._driver.refuse_write("reencrypt")
         report: Report = await self._driver.drive(
             _lifecycle.reencrypt(
                 self._q,
@@ -576,6 +607,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
         held here with what the official saver reads.
         """
+        if not dry_run:
+            self._driver.refuse_write("import_official")
         report: ImportReport = await self._driver.drive(
             _import.import_official(
                 self._q,
@@ -606,6 +639,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         DeltaChannel from a checkpoint or writes of these runs, and with
         :class:`EntangledRunError` when some of their rows cannot be told from another run's.
         """
+        if not dry_run:
+            self._driver.refuse_write("delete_for_runs")
         report: Report = await self._driver.drive(
             _lifecycle.delete_for_runs(self._q, run_ids, dry_run=dry_run)
         )
@@ -634,6 +669,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
         """
+        if not dry_run:
+            self._driver.refuse_write("retention")
         report: Report = await self._driver.drive(
             _lifecycle.retention(
                 self._q,

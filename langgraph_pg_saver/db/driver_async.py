@@ -38,6 +38,7 @@ from langgraph_pg_saver.db.policy import (
     IDLE,
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
+    READ_ONLY,
     WATCHDOG,
     Params,
     Row,
@@ -57,10 +58,13 @@ from langgraph_pg_saver.db.policy import (
     params_nbytes,
     prepare_flag,
     privilege_error,
+    read_only_error,
     rows_nbytes,
+    server_of,
     server_timeout,
     server_timeout_error,
     statement_timeout_error,
+    target_of,
     timeout_error,
 )
 from langgraph_pg_saver.db.retry import (
@@ -74,6 +78,7 @@ from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import (
     PgSaverError,
     PrivilegeError,
+    ReadOnlyError,
     SaverClosedError,
 )
 
@@ -110,6 +115,8 @@ class AsyncDriver:
         q: the SQL of the saver's schema.
         owner: the saver's class name, for error messages.
         retry: how an operation that a transient error interrupted is rerun (``retry.py``).
+        read_only: the saver or store only reads (a standby): :meth:`refuse_write` raises
+            ReadOnlyError before a write sends anything.
     """
 
     def __init__(
@@ -120,8 +127,12 @@ class AsyncDriver:
         owner: str,
         retry: RetryPolicy = DEFAULT_RETRY,
         statement_timeout: float | None = None,
+        read_only: bool = False,
     ) -> None:
         check_options(retry, statement_timeout)
+        if not isinstance(read_only, bool):
+            raise TypeError(f"read_only must be True or False, not {read_only!r}")
+        self.read_only = read_only
         self.q = q
         self.owner = owner
         self.retry = retry
@@ -167,6 +178,16 @@ class AsyncDriver:
     def check_open(self) -> None:
         if self.state.closed:
             raise closed_error(self.owner)
+
+    def server(self) -> str:
+        """``host:port/dbname`` of the server, as far as known without a round trip."""
+        return target_of(self.pool, self.conn)
+
+    def refuse_write(self, operation: str) -> None:
+        """Raise ReadOnlyError if the saver or store was made with ``read_only=True``: a write
+        is refused before it sends anything (``operation`` names it)."""
+        if self.read_only:
+            raise ReadOnlyError(self.owner, operation, self.server(), flagged=True)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -242,6 +263,9 @@ class AsyncDriver:
                 state.inflight.add(conn)
                 try:
                     yield conn
+                except errors.ReadOnlySqlTransaction as exc:
+                    exc.lgps_server = server_of(conn)  # type: ignore[attr-defined]
+                    raise
                 finally:
                     state.inflight.discard(conn)
                     await self.pool.putconn(conn)
@@ -252,6 +276,9 @@ class AsyncDriver:
                     state.inflight.add(self.conn)
                     try:
                         yield self.conn
+                    except errors.ReadOnlySqlTransaction as exc:
+                        exc.lgps_server = server_of(self.conn)  # type: ignore[attr-defined]
+                        raise
                     finally:
                         state.inflight.discard(self.conn)
         finally:
@@ -392,9 +419,26 @@ class AsyncDriver:
             raise await self._privilege_error(exc) from exc
         if isinstance(exc, errors.QueryCanceled) and server_timeout(exc):
             raise server_timeout_error(self.owner, exc) from exc
-        if getattr(exc, "sqlstate", None) == LOST_RACE:
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate == LOST_RACE:
             raise concurrent_update_error(exc) from exc
+        if sqlstate == READ_ONLY:
+            raise read_only_error(
+                self.owner, exc, self.server(), standby=await self._in_recovery()
+            ) from exc
         raise exc
+
+    async def _in_recovery(self) -> bool | None:
+        """After a write refused as read-only: whether the server is a standby (None: unknown).
+        One round trip, on this rare path only."""
+        try:
+            async with self.cursor() as cur:
+                await cur.execute(self.q["in_recovery"], prepare=False)
+                row = await cur.fetchone()
+        except Exception:  # the error to raise is the read-only one
+            logger.debug("could not ask whether the server is a standby", exc_info=True)
+            return None
+        return None if row is None else bool(row[0])
 
     async def _privilege_error(self, exc: errors.InsufficientPrivilege) -> PrivilegeError:
         """Name the table and the privilege the role lacks (Postgres names the table only)."""
@@ -461,14 +505,14 @@ class AsyncDriver:
 
     async def _send(self, cur: AsyncCursor[Any], conn: AsyncConnection[Any], call: Call) -> None:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
-        violation; on one that prepares nothing, its ``unprepared`` form (a call of our
-        server-side function) instead, while the functions are usable: a schema without them
-        (migrated by an older release) or a role that may not execute them gets the statement,
-        and the saver stops calling them."""
+        violation; on one that prepares nothing (or for a ``function_first`` call, on any), its
+        ``unprepared`` form (a call of our server-side function) instead, while the functions
+        are usable: a schema without them (migrated by an older release) or a role that may not
+        execute them gets the statement, and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
-            and conn.prepare_threshold is None
+            and (call.function_first or conn.prepare_threshold is None)
             and conn.autocommit
             and self.state.functions
         ):
@@ -483,21 +527,56 @@ class AsyncDriver:
             except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
                 if not function_unusable(exc):
                     raise
-                self.state.functions = False
-                logger.warning(
-                    "%s: cannot call the server-side functions of migrations 0006/0007 (%s); "
-                    "sending the statements instead. Run setup() with the migration role to add "
-                    "them, or GRANT EXECUTE on them",
-                    self.owner,
-                    str(exc).strip(),
-                )
-        query = call.query
+                self._functions_unusable(exc)
+        query, upsert = call.query, call.upsert
+        if call.plain is not None and not self.state.functions:
+            query, upsert = call.plain
         try:
             await cur.execute(query, call.params, prepare=prepare_flag(query))
         except errors.UniqueViolation:
-            if call.upsert is None:
+            if upsert is None:
                 raise
-            await cur.execute(call.upsert, call.params)
+            await cur.execute(upsert, call.params)
+        except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
+            if call.plain is None or query is call.plain[0] or not function_unusable(exc):
+                raise
+            self._functions_unusable(exc)
+            await self._send(cur, conn, call)
+
+    async def _direct(self, cur: AsyncCursor[TupleRow], call: Call) -> Any:
+        """The call on a connection that is not in autocommit, or not pooled: a failed statement
+        would abort the transaction it is in, so the upsert (if any) runs directly. Where our
+        functions cannot be called, the statements that need none; a call that finds so out
+        runs again only outside a transaction (nothing of the caller's was aborted)."""
+        query = call.query
+        if call.plain is not None and not self.state.functions:
+            query = call.plain[0]
+            statement = call.plain[1] or query
+        else:
+            statement = call.upsert or query
+        try:
+            await cur.execute(statement, call.params, prepare=prepare_flag(query))
+        except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
+            if call.plain is None or not self.state.functions or not function_unusable(exc):
+                raise
+            self._functions_unusable(exc)
+            if cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raise
+            return await self._direct(cur, call)
+        return await _fetch(cur, call.returns)
+
+    def _functions_unusable(self, exc: Exception) -> None:
+        """Our server-side functions cannot be called here: say so once; the calls of this saver
+        and its clones send the statements that need none from now on."""
+        self.state.functions = False
+        logger.warning(
+            "%s: cannot call the server-side functions of migrations 0006, 0007 and 0011 (%s); "
+            "sending the statements instead, whose plans may fall to a sequential scan after "
+            "statistics of empty tables. Run setup() with the migration role to add them, or "
+            "GRANT EXECUTE on them",
+            self.owner,
+            str(exc).strip(),
+        )
 
     async def _run_unwatched(self, call: Call) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
@@ -507,7 +586,7 @@ class AsyncDriver:
         returns = call.returns
         if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
             async with self.cursor() as cur:
-                return await _direct(cur, call)
+                return await self._direct(cur, call)
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
@@ -525,7 +604,7 @@ class AsyncDriver:
         try:
             if not conn.autocommit:
                 async with self.cursor_on(conn) as cur:
-                    return await _direct(cur, call)
+                    return await self._direct(cur, call)
             if needs_pooler_check(conn):
                 await self._check_pooler(conn)
             kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
@@ -539,6 +618,9 @@ class AsyncDriver:
                 # the next call on this connection makes a new kept cursor
                 await cur.close()
             return result
+        except errors.ReadOnlySqlTransaction as exc:
+            exc.lgps_server = server_of(conn)  # type: ignore[attr-defined]
+            raise
         finally:
             inflight.discard(conn)
             try:
@@ -625,10 +707,3 @@ async def _fetch(cur: AsyncCursor[TupleRow], returns: int) -> Any:
     if returns == ONE:
         return await cur.fetchone()
     return None if returns == NOTHING else await cur.fetchall()
-
-
-async def _direct(cur: AsyncCursor[TupleRow], call: Call) -> Any:
-    """The call on a connection that is not in autocommit, or not pooled: a failed statement
-    would abort the transaction it is in, so the upsert (if any) runs directly."""
-    await cur.execute(call.upsert or call.query, call.params, prepare=prepare_flag(call.query))
-    return await _fetch(cur, call.returns)

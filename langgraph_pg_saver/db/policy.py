@@ -27,6 +27,7 @@ from langgraph_pg_saver.errors import (
     ConnectionTimeoutError,
     EventLoopError,
     PrivilegeError,
+    ReadOnlyError,
     SaverClosedError,
     StatementTimeoutError,
 )
@@ -141,7 +142,15 @@ class State:
     """Open or closed, shared by a driver's users: LangGraph clones savers (``with_allowlist`` in
     strict msgpack mode), and a clone must see the original being opened or closed."""
 
-    __slots__ = ("active", "closed", "functions", "inflight", "opened_once", "retries")
+    __slots__ = (
+        "active",
+        "closed",
+        "functions",
+        "inflight",
+        "opened_once",
+        "read_only_seen",
+        "retries",
+    )
 
     def __init__(self, closed: bool) -> None:
         self.closed = closed
@@ -155,6 +164,9 @@ class State:
         #: whether to call the server-side functions of migrations 0006 and 0007 where nothing is
         #: prepared; False once a call found one missing or not executable (the statements then)
         self.functions = True
+        #: when a write of a read (the store's TTL refresh) last found the server read-only
+        #: (time.monotonic()); None: never
+        self.read_only_seen: float | None = None
 
 
 def function_unusable(exc: Exception) -> bool:
@@ -196,6 +208,48 @@ def describe_target(conninfo: str) -> str:
     host = params.get("host") or params.get("hostaddr") or "localhost"
     port = params.get("port") or "5432"
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
+
+
+def server_of(conn: Any) -> str:
+    """``host:port/dbname`` of a connection (libpq's own fields: no round trip, no password)."""
+    try:
+        info = conn.info
+        return f"{info.host}:{info.port}/{info.dbname}"
+    except Exception:  # a closed connection, or one of a kind without info
+        return "the server"
+
+
+def target_of(pool: Any, conn: Any) -> str:
+    """The server a driver talks to, as far as it knows without asking: its connection's, or its
+    pool's connection string (a multi-host one names every host)."""
+    if conn is not None:
+        return server_of(conn)
+    return describe_target(
+        pool.conninfo if isinstance(getattr(pool, "conninfo", None), str) else ""
+    )
+
+
+#: Postgres's SQLSTATE for a write in a read-only transaction (a standby, default_transaction_read_only)
+READ_ONLY = "25006"
+#: how long a store that found its server read-only skips the TTL refresh of its reads before
+#: trying again (a standby may be promoted meanwhile)
+READ_ONLY_RECHECK = 60.0
+
+
+def read_only_error(
+    owner: str,
+    exc: BaseException,
+    fallback: str,
+    operation: str = "",
+    *,
+    standby: bool | None = None,
+) -> ReadOnlyError:
+    """The ReadOnlyError for Postgres's 25006: the server the driver attached to the exception
+    (``lgps_server``, set where the statement ran), else ``fallback``; ``standby``: whether the
+    server said it is in recovery (None: unknown)."""
+    server = getattr(exc, "lgps_server", None) or fallback
+    primary = getattr(getattr(exc, "diag", None), "message_primary", None) or str(exc).strip()
+    return ReadOnlyError(owner, operation, server, flagged=False, cause=primary, standby=standby)
 
 
 def timeout_error(pool: Any, waited: float, cause: BaseException) -> ConnectionTimeoutError:

@@ -16,7 +16,7 @@ from psycopg.rows import TupleRow
 
 from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.driver import Driver
-from langgraph_pg_saver.db.policy import IDLE, in_pipeline
+from langgraph_pg_saver.db.policy import IDLE, closed_error, in_pipeline, read_only_error
 from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import InvalidInputError, PgSaverError, PrivilegeError
 
@@ -57,24 +57,49 @@ def healthcheck(driver: Driver, timeout: float = HEALTHCHECK_TIMEOUT) -> dict[st
 
 def migrate(driver: Driver, *, check: bool) -> None:
     """Apply the pending migrations under the migration lock (see ``db/migrate.py``); with
-    ``check``, change nothing and raise unless the schema is current."""
-    try:
-        _migrate_once(driver, check=check)
-    except errors.InsufficientPrivilege as exc:
-        schema = driver.q.schema
-        if check:
-            raise PrivilegeError(
-                f"{driver.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
-                "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
-                f"{schema} (docs/guide.md, 'Roles without DDL rights')"
+    ``check``, change nothing and raise unless the schema is current.
+
+    Rerun after a transient error (a lost connection, a restart, a failover) per the driver's
+    retry policy, as every other call is: the whole protocol is idempotent (the applied versions
+    are read again under the lock, each migration is recorded in the transaction that applies
+    it), so a rerun after a COMMIT whose outcome is unknown applies nothing twice."""
+    retry = 0
+    while True:
+        try:
+            _migrate_once(driver, check=check)
+            return
+        except errors.InsufficientPrivilege as exc:
+            raise _privilege_error(driver, exc, check=check) from exc
+        except errors.ReadOnlySqlTransaction as exc:
+            standby = driver._in_recovery()
+            raise read_only_error(
+                driver.owner, exc, driver.server(), "setup", standby=standby
             ) from exc
-        raise PrivilegeError(
-            f"{driver.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
-            f"schema's migrations needs a role that may create tables in schema "
-            f"{schema} (and the schema itself if it does not exist). Run setup() once "
-            "with such a role (a deploy step), and setup(check=True) in the application "
-            "(docs/guide.md, 'Roles without DDL rights')"
-        ) from exc
+        except Exception as exc:
+            retry += 1
+            if not driver._may_retry(exc, retry):
+                if driver.closed and not isinstance(exc, PgSaverError):
+                    raise closed_error(driver.owner) from exc
+                raise
+
+
+def _privilege_error(
+    driver: Driver, exc: errors.InsufficientPrivilege, *, check: bool
+) -> PrivilegeError:
+    schema = driver.q.schema
+    if check:
+        return PrivilegeError(
+            f"{driver.owner}.setup(check=True): permission denied ({str(exc).strip()}): "
+            "checking the schema needs SELECT on pgsaver_migrations and USAGE on schema "
+            f"{schema} (docs/guide.md, 'Roles without DDL rights')"
+        )
+    return PrivilegeError(
+        f"{driver.owner}.setup(): permission denied ({str(exc).strip()}): applying the "
+        f"schema's migrations needs a role that may create tables in schema "
+        f"{schema} (and the schema itself if it does not exist). Run setup() once "
+        "with such a role (a deploy step), and setup(check=True) in the application "
+        "(docs/guide.md, 'Roles without DDL rights')"
+    )
 
 
 def _migrate_once(driver: Driver, *, check: bool) -> None:
@@ -85,6 +110,9 @@ def _migrate_once(driver: Driver, *, check: bool) -> None:
             return
         if check:
             _migrate.check(q.schema, applied)
+        # a saver or store made with read_only=True: the schema is behind, and this one may not
+        # change it (a standby whose primary has not been set up with this release)
+        driver.refuse_write("setup")
         conn = cur.connection
         if in_pipeline(conn):
             raise PgSaverError(

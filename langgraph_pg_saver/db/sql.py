@@ -31,9 +31,18 @@ _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 
 class CustomPlan(bytes):
     """A statement the driver sends unprepared, so the server plans it for each call's parameter
-    values (list() across threads: read_tuples_capped, read_tuples_global)."""
+    values (list() across threads: read_tuples_capped, read_tuples_global), and with the tables
+    as large as they are then (PLANNED_PER_CALL)."""
 
     __slots__ = ()
+
+
+#: statements always sent unprepared (CustomPlan): rare ones, cheap to plan, whose generic plan,
+#: made once by a session while the tables were small (after statistics of empty tables), would
+#: keep a sequential scan of the tables as they grow (docs/performance.md, "Statistics of empty
+#: tables"): delete_thread (0.03 ms to plan), put_orphan (a put whose parent is not stored),
+#: pending_sends (checkpoints of format below 4)
+PLANNED_PER_CALL = frozenset({"delete_thread", "put_orphan", "pending_sends"})
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
@@ -173,7 +182,9 @@ class Queries:
             if _PLACEHOLDER_RE.search(text):
                 self._templates[name] = text
             else:
-                self._rendered[name] = text.encode()
+                self._rendered[name] = (
+                    CustomPlan(text.encode()) if name in PLANNED_PER_CALL else text.encode()
+                )
         self._cache: dict[tuple[object, ...], bytes] = {}
 
     def _include(self, name: str, raw: dict[str, str], stack: tuple[str, ...]) -> str:
@@ -214,7 +225,10 @@ class Queries:
         key = (name, *slots.items())
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._cache[key] = self._render(name, slots)
+            cached = self._render(name, slots)
+            if name in PLANNED_PER_CALL:
+                cached = CustomPlan(cached)
+            self._cache[key] = cached
         return cached
 
     def _render(self, name: str, slots: dict[str, Any]) -> bytes:

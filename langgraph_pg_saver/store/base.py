@@ -84,6 +84,9 @@ class StoreBase(BaseStore):
     def schema(self) -> str:
         return self._q.schema
 
+    def _refuse_write(self, operation: str) -> None:
+        """Raise ReadOnlyError for a store made with ``read_only=True`` (the stores' own)."""
+
     def _sweep_interval(self, minutes: float | None) -> float:
         if minutes is None and self.ttl_config:
             minutes = self.ttl_config.get("sweep_interval_minutes")
@@ -297,6 +300,7 @@ class AsyncStoreBase(StoreBase):
         turns through an advisory lock."""
         if self._sweeper_task is not None and not self._sweeper_task.done():
             return self._sweeper_task
+        self._refuse_write("start_ttl_sweeper")
         interval = self._sweep_interval(sweep_interval_minutes)
         stop = self._sweeper_stop = asyncio.Event()
 
@@ -376,6 +380,7 @@ class SyncStoreBase(StoreBase):
         sweeps take turns through an advisory lock."""
         if self._sweeper_done is not None and not self._sweeper_done.done():
             return self._sweeper_done
+        self._refuse_write("start_ttl_sweeper")
         interval = self._sweep_interval(sweep_interval_minutes)
         stop = self._sweeper_event = threading.Event()
         done: concurrent.futures.Future[None] = concurrent.futures.Future()

@@ -10,6 +10,8 @@ retries after transient errors, close).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,10 +24,11 @@ from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
 from langgraph_pg_saver.db.owner import PoolOwner
+from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
-from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, SchemaError
+from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, ReadOnlyError, SchemaError
 from langgraph_pg_saver.store.base import SEARCH_PAGE, BatchPlan, SyncStoreBase
 from langgraph_pg_saver.store.rows import (
     HashRow,
@@ -36,6 +39,9 @@ from langgraph_pg_saver.store.rows import (
     SourceRow,
     SweepRow,
 )
+
+logger = logging.getLogger(__name__)
+_monotonic = time.monotonic
 
 #: expired items the TTL sweep deletes per statement
 SWEEP_BATCH = 1000
@@ -74,6 +80,12 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`. Expired items are never
             returned, swept or not.
         schema: the Postgres schema of the tables (default ``public``).
+        read_only: the store only reads (pointed at a hot standby or read replica): reads skip
+            the TTL refresh (``refresh_on_read``), and puts, deletes, ``sweep_ttl``,
+            ``start_ttl_sweeper`` and the import raise :class:`ReadOnlyError` at once, sending
+            nothing. Without it, reads on a read-only server still work (the refresh the server
+            refuses is skipped, and tried again a minute later) and its writes raise the same
+            error.
     """
 
     _driver: Driver
@@ -89,9 +101,12 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         ttl: TTLConfig | None = None,
         schema: str = DEFAULT_SCHEMA,
         retry: RetryPolicy = DEFAULT_RETRY,
+        read_only: bool = False,
     ) -> None:
         super().__init__(schema=schema, index=index, ttl=ttl, deserializer=deserializer)
-        self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
+        self._driver = Driver(
+            conn, self._q, owner=type(self).__name__, retry=retry, read_only=read_only
+        )
         self._sweeper: Any = None
         self._iterative: bool | None = None
 
@@ -109,6 +124,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         connect_kwargs: dict[str, Any] | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 30.0,
+        read_only: bool = False,
     ) -> PostgresStore:
         """A store that creates and owns a connection pool to ``conn_string``; use it as a
         context manager (``with PostgresStore.from_conn_string(dsn) as store:``).
@@ -126,7 +142,9 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             connect_kwargs={**(config.get("kwargs") or {}), **(connect_kwargs or {})},
             timeout=timeout,
         )
-        return cls(pool, index=index, ttl=ttl, schema=schema, retry=retry)._own_pool()
+        return cls(
+            pool, index=index, ttl=ttl, schema=schema, retry=retry, read_only=read_only
+        )._own_pool()
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Stop the TTL sweeper and close the store (its pool, if ``from_conn_string`` made it);
@@ -154,8 +172,9 @@ class PostgresStore(PoolOwner, SyncStoreBase):
                 f"asks for {want}. Drop {self._q.schema}.pgsaver_store_vectors to embed again "
                 "with the new index (items are kept), or use the index it was made with"
             )
-        if check:
+        if check or self._driver.read_only:
             if have is None:
+                self._driver.refuse_write("setup")
                 raise SchemaError(
                     f"the store's vectors table does not exist in schema {self._q.schema!r}: run "
                     "setup() once with this index (a role that may create tables)"
@@ -167,6 +186,10 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         ]
         try:
             self._driver.run_step(_steps.Step(tuple(statements), lock_timeout=30.0))
+        except ReadOnlyError:
+            if have == want:
+                return  # a standby whose vectors are as this index asks: nothing to change
+            raise
         except errors.FeatureNotSupported as exc:
             raise PgSaverError(_NO_PGVECTOR + f" ({str(exc).strip()})") from exc
         except errors.UndefinedFile as exc:
@@ -188,6 +211,9 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         """Run the operations: reads first (they see the store as it was before the batch's
         writes), then every put and delete of the batch in one transaction."""
         listed, plan = self._plan(ops)
+        if plan.puts and self._driver.read_only:
+            deleting = all(v is None for v in plan.puts.values())
+            self._driver.refuse_write("delete" if deleting else "put")
         results: list[Result] = [None] * len(listed)
         q = self._q
         refresh: list[tuple[str, str]] = []
@@ -228,12 +254,38 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         for i, listing in plan.lists:
             results[i] = self._list_namespaces(listing)
         if refresh:
-            self._driver.execute(
-                q["store_refresh"],
-                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
-            )
+            self._refresh_ttls(refresh)
         self._write(plan)
         return results
+
+    def _refresh_ttls(self, refresh: list[tuple[str, str]]) -> None:
+        """Extend the TTLs of the items a batch read (``refresh_on_read``). Not on a store made
+        with ``read_only=True``; on a server that refuses it as read-only (a standby), the read
+        stands and the refresh is skipped for ``READ_ONLY_RECHECK`` seconds, then tried again (a
+        standby may have been promoted meanwhile): no round trip is added on a primary."""
+        driver = self._driver
+        if driver.read_only:
+            return
+        state = driver.state
+        seen = state.read_only_seen
+        if seen is not None and _monotonic() - seen < READ_ONLY_RECHECK:
+            return
+        try:
+            driver.execute(
+                self._q["store_refresh"],
+                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
+            )
+        except ReadOnlyError as exc:
+            if state.read_only_seen is None:
+                logger.warning(
+                    "%s: %s is read-only: reads do not refresh TTLs here (pass read_only=True "
+                    "to a store that reads from a standby)",
+                    driver.owner,
+                    exc.server,
+                )
+            state.read_only_seen = _monotonic()
+            return
+        state.read_only_seen = None
 
     def _search(self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan) -> list[Any]:
         q = self._q
@@ -449,6 +501,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         the counts: ``items`` read, ``imported``, ``vectors`` copied, ``embedded`` texts.
         """
         _steps.batch_size(batch)
+        self._driver.refuse_write("import_official")
         source = _store.SourceTables(source_schema)
         q = self._q
         found = self._driver.fetch_one(source.exists(), source.names())
@@ -532,6 +585,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
     def sweep_ttl(self) -> int:
         """Delete expired items, in batches; returns how many. Another worker's sweep running at
         the same time makes this one a no-op (0): one sweep at a time across workers."""
+        self._driver.refuse_write("sweep_ttl")
         total = 0
         while True:
             row = self._driver.fetch_one(
@@ -542,3 +596,6 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             total += int(count)
             if not held or int(count) < SWEEP_BATCH:
                 return total
+
+    def _refuse_write(self, operation: str) -> None:
+        self._driver.refuse_write(operation)

@@ -1034,7 +1034,8 @@ def test_delta_history_is_one_hot_path_statement() -> None:
     rows: Rows = [_row(0, "b", "w1", "task-1", depth=1), _row(1, "b", ["seed"], depth=1)]
     driver = FakeDriver({"delta_history[thread,ns]": [rows]})
     config = cfg(thread_id="t", checkpoint_ns="sub")
-    result = driver.run(_history.delta_history(Q, SERDE, config, ["b", "a", "b"]))
+    # the statement itself: where migration 0011's function cannot be called
+    result = driver.run(_history.delta_history(Q, SERDE, config, ["b", "a", "b"], function=False))
     assert driver.names() == [("delta_history[thread,ns]",)]
     (step,) = driver.steps
     assert step == Step(
@@ -1058,7 +1059,7 @@ def test_delta_history_is_one_hot_path_statement() -> None:
 def test_delta_history_of_a_checkpoint_id() -> None:
     driver = FakeDriver({"delta_history[thread,ns,id]": [[]]})
     config = cfg(thread_id=7, checkpoint_id="c5")
-    result = driver.run(_history.delta_history(Q, SERDE, config, ("m",)))
+    result = driver.run(_history.delta_history(Q, SERDE, config, ("m",), function=False))
     assert driver.steps[0].statements[0].params == {
         "thread_id": "7",
         "checkpoint_ns": "",
@@ -1066,6 +1067,25 @@ def test_delta_history_of_a_checkpoint_id() -> None:
         "channels": ["m"],
     }
     assert result == {"m": {"writes": []}}
+
+
+def test_delta_history_calls_the_function_by_default() -> None:
+    """The call of migration 0011's pgsaver_delta_history, whose plans stay on the primary keys
+    under any statistics; checkpoint_id None: the latest."""
+    rows: Rows = [_row(1, "b", ["seed"], depth=0)]
+    driver = FakeDriver({"delta_history_call": [rows]})
+    result = driver.run(_history.delta_history(Q, SERDE, cfg(thread_id="t"), ["b"]))
+    (step,) = driver.steps
+    assert step == Step(
+        (
+            Stmt(
+                Q["delta_history_call"],
+                {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": None, "channels": ["b"]},
+                prepare=None,
+            ),
+        )
+    )
+    assert result == {"b": {"writes": [], "seed": ["seed"]}}
 
 
 def test_assemble_history_seeds_and_writes_in_row_order() -> None:
