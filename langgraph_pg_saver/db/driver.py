@@ -48,6 +48,8 @@ from langgraph_pg_saver.db.policy import (
     read_only_error,
     rows_nbytes,
     server_of,
+    server_timeout,
+    server_timeout_error,
     statement_timeout_error,
     target_of,
     timeout_error,
@@ -331,6 +333,12 @@ class Driver:
                 self.owner,
             )
 
+    def in_caller_transaction(self) -> bool:
+        """Whether the caller's single connection is inside a transaction of the caller's (or
+        one a failed statement aborted): the driver's statements join it, so no step of its own
+        can start (no I/O)."""
+        return self.conn is not None and self.conn.info.transaction_status != IDLE
+
     # ------------------------------------------------------------------ one statement
 
     def execute(self, query: bytes, params: Params) -> None:
@@ -390,6 +398,8 @@ class Driver:
             raise closed_error(self.owner) from exc
         if isinstance(exc, errors.InsufficientPrivilege):
             raise self._privilege_error(exc) from exc
+        if isinstance(exc, errors.QueryCanceled) and server_timeout(exc):
+            raise server_timeout_error(self.owner, exc) from exc
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate == LOST_RACE:
             raise concurrent_update_error(exc) from exc
