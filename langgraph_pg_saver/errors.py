@@ -163,8 +163,9 @@ class ConcurrentUpdateError(PgSaverError):
 
 
 class StatementTimeoutError(PgSaverError, TimeoutError):
-    """A hot-path call ran longer than the saver's ``statement_timeout``: it was cancelled on the
-    server, and nothing of it was stored."""
+    """A hot-path call ran longer than the saver's ``statement_timeout``, or the server's own
+    ``statement_timeout`` (a role's or database's setting) cancelled a statement: nothing of it
+    was stored. The message says which, and what to do."""
 
 
 class PrivilegeError(PgSaverError):

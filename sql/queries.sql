@@ -275,6 +275,18 @@ unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
 FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)b::text[]) AS t ORDER BY 1) AS k
 
+-- name: lock_copy
+-- copy_thread's first statement: the target's lock exclusive (puts to it and other copies into it
+-- wait), the source's shared (its puts go on; a prune, retention or delete_for_runs of it waits
+-- for the copy, whose batches read the source with snapshots of their own), in lock_threads'
+-- order (by hash), so that copies and lifecycle jobs never deadlock.
+SELECT count(pg_advisory_xact_lock({_lock_class}, k.h)) FILTER (WHERE k.exclusive),
+       count(pg_advisory_xact_lock_shared({_lock_class}, k.h)) FILTER (WHERE NOT k.exclusive)
+FROM (SELECT hashtext(%(target)s) AS h, true AS exclusive
+      UNION ALL
+      SELECT hashtext(%(source)s), false
+      ORDER BY 1, 2 DESC) AS k
+
 -- name: _runs_threads
 -- The threads holding rows of the given runs: their checkpoints, and their writes to special
 -- channels (a run that resumed an interrupt and stopped at the next one stored nothing else), both
@@ -380,12 +392,14 @@ ORDER BY kind, task_path, a, idx
 -- The keys are chosen first (narrow rows to sort); then every value and write is fetched through its
 -- primary key, one correlated lookup per key (LATERAL ... OFFSET 0 cannot become a hash join), so the
 -- plan stays the same whatever the statistics say: a generic plan once estimated 126 chosen keys for
--- a filter and hashed the whole writes table on every list() call.
+-- a filter and hashed the whole writes table on every list() call. The order is list()'s: id
+-- descending, then thread and namespace (within one namespace no more than the primary key's
+-- backward walk), a total order, so that a page can start after the last key of the one before.
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
-    ORDER BY c.checkpoint_id DESC
+    ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
     LIMIT (SELECT %(limit)s::bigint)
 ), {_read_body}
 
@@ -460,12 +474,13 @@ LIMIT %(limit)s::bigint
 -- limit; where they are sparse, the GIN index and a sort of the matches. (The planner cannot know
 -- that a filter's matches are all older than the newest rows, which the first phase found: a dense
 -- filter then walks down to them.) Planning costs a millisecond or two; a plan kept from another
--- filter could cost the whole table.
+-- filter could cost the whole table. Ordered as read_tuples (ids that tie, as copies of a thread
+-- keep them, by thread and namespace).
 WITH k AS MATERIALIZED (
     SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
     FROM {schema}.pgsaver_checkpoints AS c
     WHERE {where}
-    ORDER BY c.checkpoint_id DESC
+    ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
     LIMIT %(limit)s::bigint
 ), {_read_body}
 
@@ -474,17 +489,17 @@ WITH k AS MATERIALIZED (
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT %(limit)s::bigint
 
 -- name: list_keys
 -- The first step of list() for a filter its prefilter cannot select exactly (a None, a bool, a
 -- list or dict value): the keys and metadata of the candidates, newest first, for the saver to
--- check; read_tuples_keys then reads the checkpoints that match.
+-- check; read_tuples_keys then reads the checkpoints that match. In read_tuples' order.
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
 FROM {schema}.pgsaver_checkpoints AS c
 WHERE {where}
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT (SELECT %(limit)s::bigint)
 
 -- name: read_tuples_keys
@@ -499,7 +514,11 @@ WITH k AS MATERIALIZED (
 -- name: read_tuples_per_ns
 -- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
 -- namespaces (found by skipping through the primary key: a few index probes) merged, so a long thread
--- is not read and sorted whole to return its newest few.
+-- is not read and sorted whole to return its newest few. {cap}: how many it reads, a constant
+-- (db/sql.LIST_CAPS: the smallest at least the limit; the saver keeps the limit's first): with a
+-- hidden limit, the planner took a tenth of each namespace's rows for a hundred namespaces (a
+-- recursive CTE's guess) and costed list(limit=3) of a 50,000-checkpoint thread past
+-- jit_above_cost: 0.3 s of JIT compilation for a millisecond of work.
 WITH RECURSIVE ns AS (
     (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
      WHERE c.thread_id = (SELECT %(thread_id)s::text) ORDER BY c.checkpoint_ns LIMIT 1)
@@ -516,11 +535,10 @@ WITH RECURSIVE ns AS (
         FROM {schema}.pgsaver_checkpoints AS c
         WHERE c.checkpoint_ns = ns.checkpoint_ns AND {where}
         ORDER BY c.checkpoint_id DESC
-        LIMIT (SELECT %(limit)s::bigint)
+        LIMIT {cap}
     ) AS x
-    ORDER BY x.checkpoint_id DESC
-    -- (SELECT ...) hides the limit from the planner, as the _w_* predicates hide the keys
-    LIMIT (SELECT %(limit)s::bigint)
+    ORDER BY x.checkpoint_id DESC, x.checkpoint_ns
+    LIMIT {cap}
 ), {_read_body}
 
 -- name: _read_body
@@ -607,6 +625,14 @@ c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 
 -- name: _w_before
 c.checkpoint_id < (SELECT %(before)s::text)
+
+-- name: _w_after
+-- A page of a long list() (checkpoint/reading.page_select): the checkpoints after the last one of
+-- the page before in read_tuples' order (id descending, then thread and namespace). The first
+-- conjunct bounds the primary key's (or the id index's) walk; the rest breaks ties of ids.
+c.checkpoint_id <= (SELECT %(after_id)s::text)
+AND (c.checkpoint_id < (SELECT %(after_id)s::text)
+     OR (c.thread_id, c.checkpoint_ns) > ((SELECT %(after_thread)s::text), (SELECT %(after_ns)s::text)))
 
 -- name: _w_filter
 -- The candidates of a metadata filter (checkpoint/metadata.plan_filter); the saver checks each exactly.
@@ -1067,43 +1093,168 @@ SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE
            + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)b::text[])), 0)
            + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)b::text[])), 0)
 
--- name: copy_thread
--- Every checkpoint, write and blob of every namespace of the source, under the target's thread id,
--- with identical ids. Nothing is copied if the target holds a checkpoint (the caller clears it first
--- when asked to overwrite); the first column says whether the target was free.
-WITH target_used AS (
-    SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(target)s) AS used
-), copied_blobs AS (
+-- name: gin_pending_list_small
+-- copy_thread's transaction: the metadata GIN index's pending list of new entries is merged into
+-- the index when it passes 256 kB rather than the default 4 MB. A merge runs inside the insert
+-- that fills the list: of 4 MB it took a 2,000-row batch from 13 ms to 116 ms (past 250 ms on a
+-- busy server); of 256 kB, the worst batch takes 30-40 ms. Transaction-local.
+SELECT set_config('gin_pending_list_limit', '256kB', true)
+
+-- name: copy_target_used
+-- copy_thread, batched: whether the target holds a checkpoint (then nothing is copied).
+SELECT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(target)s)
+
+-- The batches of copy_thread (checkpoint/lifecycle.copy_thread): the next %(batch)s rows of the
+-- source in primary-key order after %(after)s (the last key of the batch before, as text; NULL for
+-- the first), copied under the target's thread id with identical ids. All run in one
+-- transaction, so the copy is as atomic as one statement, and each statement stays short (a role's
+-- statement_timeout applies per statement). Each returns how many it copied, how many it read
+-- (fewer than %(batch)s: the last batch) and the last key it read.
+-- Each statement reads the source with a snapshot of its own (READ COMMITTED), while the source's
+-- puts go on (lock_copy holds its lock shared: no prune or retention of it runs meanwhile). So the
+-- checkpoints go first, then their writes, then the values: a put stores its values with its
+-- checkpoint, so the values of every checkpoint copied are there for the later statements; the
+-- checkpoints copied are closed under parents (ids grow with time: a checkpoint put after its
+-- namespace's batches ran is newer than every one they copied, and so are its children); writes
+-- are copied only for the checkpoints copied; a value of a checkpoint put meanwhile may be copied
+-- without its checkpoint (unreferenced, as prune leaves none; harmless).
+
+-- copy_thread with overwrite, batched as the copy is (in its transaction, under the target's
+-- lock, before it): the target's next %(batch)s rows of a table after %(after)s deleted. Keys in
+-- order, after the last one deleted: a scan from the start would walk again, at every batch, over
+-- the index entries of the rows this transaction deleted already. The rows go by ctid (a TID
+-- scan: the join back by key was planned as a scan of the whole thread).
+
+-- name: clear_blobs_batch
+WITH picked AS MATERIALIZED (
+    SELECT b.ctid, b.checkpoint_ns, b.channel, b.version
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (b.checkpoint_ns, b.channel, b.version)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3]))
+    ORDER BY b.checkpoint_ns, b.channel, b.version
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
+-- name: clear_writes_batch
+WITH picked AS MATERIALIZED (
+    SELECT w.ctid, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
+-- name: clear_checkpoints_batch
+WITH picked AS MATERIALIZED (
+    SELECT c.ctid, c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (c.checkpoint_ns, c.checkpoint_id)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
+    ORDER BY c.checkpoint_ns, c.checkpoint_id
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC LIMIT 1)
+
+-- name: copy_blobs_batch
+WITH picked AS MATERIALIZED (
+    SELECT b.checkpoint_ns, b.channel, b.version, b.type, b.blob
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL
+           OR (b.checkpoint_ns, b.channel, b.version)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3]))
+    ORDER BY b.checkpoint_ns, b.channel, b.version
+    LIMIT %(batch)s
+), copied AS (
     INSERT INTO {schema}.pgsaver_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(target)s, b.checkpoint_ns, b.channel, b.version, b.type, b.blob
-    FROM {schema}.pgsaver_blobs AS b, target_used
-    WHERE b.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.channel, p.version, p.type, p.blob FROM picked AS p
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     RETURNING 1
-), copied_writes AS (
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
+-- name: copy_writes_batch
+WITH picked AS MATERIALIZED (
+    SELECT w.*
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(source)s
+      -- a probe per write (OFFSET 0: never a join driven by the target's checkpoints, which
+      -- the statistics do not know yet, and which took 110 s for the batches of one thread)
+      AND EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS t
+                  WHERE t.thread_id = %(target)s AND t.checkpoint_ns = w.checkpoint_ns
+                    AND t.checkpoint_id = w.checkpoint_id
+                  OFFSET 0)
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), copied AS (
     INSERT INTO {schema}.pgsaver_writes (
         thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path,
         run_id, replaced_run_ids
     )
-    SELECT %(target)s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.type, w.blob, w.task_path,
-           w.run_id, w.replaced_run_ids
-    FROM {schema}.pgsaver_writes AS w, target_used
-    WHERE w.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx, p.channel, p.type,
+           p.blob, p.task_path, p.run_id, p.replaced_run_ids
+    FROM picked AS p
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
     RETURNING 1
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
+-- name: copy_checkpoints_batch
+WITH picked AS MATERIALIZED (
+    SELECT c.*
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL
+           OR (c.checkpoint_ns, c.checkpoint_id)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
+    ORDER BY c.checkpoint_ns, c.checkpoint_id
+    LIMIT %(batch)s
 ), copied AS (
     INSERT INTO {schema}.pgsaver_checkpoints (
         thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,
         channel_versions, metadata, metadata_exact, created_at
     )
-    SELECT %(target)s, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.run_id, c.type,
-           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact, now()
-    FROM {schema}.pgsaver_checkpoints AS c, target_used
-    WHERE c.thread_id = %(source)s AND NOT target_used.used
+    SELECT %(target)s, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id, p.run_id, p.type,
+           p.checkpoint, p.channel_versions, p.metadata, p.metadata_exact, now()
+    FROM picked AS p
     RETURNING 1
 )
-SELECT NOT (SELECT used FROM target_used),
-       (SELECT count(*) FROM copied), (SELECT count(*) FROM copied_writes), (SELECT count(*) FROM copied_blobs)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC LIMIT 1)
 
 -- name: _ns_task
 -- Expects x (a row with checkpoint_ns). The task id in the first part of a subgraph's namespace

@@ -205,8 +205,8 @@ def replicated_pair(*, synchronous: bool) -> Pair:
 
 
 @contextlib.contextmanager
-def own_cluster() -> Iterator[Cluster]:
-    cluster = new_cluster()
+def own_cluster(settings: str = SETTINGS) -> Iterator[Cluster]:
+    cluster = new_cluster(settings)
     try:
         yield cluster
     finally:

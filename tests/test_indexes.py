@@ -100,7 +100,31 @@ def test_one_thread_operations_use_indexes(seeded: tuple[str, PostgresSaver, Any
         ),
         "prune plan": (q["prune_keep_last_plan"], {"thread_ids": [tid], "keep_last": 1}),
         "prune blobs": (q["prune_blobs"], {"thread_ids": [tid]}),
-        "copy thread": (q["copy_thread"], {"source": tid, "target": "new-thread"}),
+        "copy target used": (q["copy_target_used"], {"target": "new-thread"}),
+        **{
+            f"copy {table} batch{' after' if after else ''}": (
+                q[f"copy_{table}_batch"],
+                {"source": tid, "target": "new-thread", "batch": 1000, "after": after},
+            )
+            for table, key in (
+                ("blobs", ["", "a", "1"]),
+                ("writes", ["", "1", "task", "0"]),
+                ("checkpoints", ["", "1"]),
+            )
+            for after in (None, key)
+        },
+        **{
+            f"clear {table} batch{' after' if after else ''}": (
+                q[f"clear_{table}_batch"],
+                {"target": tid, "batch": 1000, "after": after},
+            )
+            for table, key in (
+                ("blobs", ["", "a", "1"]),
+                ("writes", ["", "1", "task", "0"]),
+                ("checkpoints", ["", "1"]),
+            )
+            for after in (None, key)
+        },
         "delete thread": (q["delete_thread"], {"thread_id": tid}),
         "delete threads": (q["delete_threads"], {"thread_ids": [tid], "idle_for": None}),
         "threads of runs": (q["runs_threads"], {"run_ids": [f"run-{last}"]}),

@@ -1,6 +1,7 @@
 """Start-up honours ``timeout=`` and names the cause; healthcheck() answers within its own bound.
 
-Faults are real: a port where nothing listens, a database that does not exist, a wrong role. The
+Faults are real: a port where nothing listens, a database that does not exist, a wrong role, a
+wrong password, a server whose connection slots are all taken. The
 bounds asserted are generous (a few times the timeout asked for) and far below psycopg_pool's
 30 s default wait, which is what start-up used before.
 """
@@ -10,10 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from clusters import SETTINGS, own_cluster
 from pgserver import free_port
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -167,3 +170,52 @@ def test_healthcheck_on_a_live_server_within_a_short_bound(db_dsn: str) -> None:
         report = PostgresSaver(conn).healthcheck(timeout=0.5)
     assert report["reachable"] is True
     assert report["schema_current"] is True
+
+
+def test_start_up_names_a_wrong_password_and_full_slots() -> None:
+    """On a cluster of the test's own: a role that must give a password (scram), and a server
+    whose connection slots are all taken; both raise within the timeout, naming the cause."""
+    settings = SETTINGS.replace("max_connections=100", "max_connections=6")
+    with own_cluster(settings + " -c superuser_reserved_connections=0") as cluster:
+        cluster.execute("CREATE ROLE lgps_pw LOGIN PASSWORD 'right-one'")
+        hba = Path(cluster.data) / "pg_hba.conf"
+        hba.write_text("host all lgps_pw 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        cluster.execute("SELECT pg_reload_conf()")
+        wrong = (
+            f"host=127.0.0.1 port={cluster.port} user=lgps_pw password=wrong-one dbname=postgres"
+        )
+        started = time.monotonic()
+        with (
+            pytest.raises(ConnectionTimeoutError) as info,
+            PostgresSaver.from_conn_string(wrong, timeout=TIMEOUT),
+        ):
+            pytest.fail("opened with a wrong password")
+        assert time.monotonic() - started < BOUND
+        message = str(info.value)
+        assert f"127.0.0.1:{cluster.port}/postgres" in message, message
+        assert "password authentication failed" in message, message
+        assert "wrong-one" not in message, message
+
+        held = []
+        try:
+            while True:  # take every slot
+                try:
+                    held.append(psycopg.connect(cluster.dsn, connect_timeout=5))
+                except psycopg.OperationalError:
+                    break
+            assert held, "the cluster took no connection at all"
+            for opener in (PostgresSaver.from_conn_string, PostgresStore.from_conn_string):
+                started = time.monotonic()
+                with (
+                    pytest.raises(ConnectionTimeoutError) as info,
+                    opener(cluster.dsn, timeout=TIMEOUT),
+                ):
+                    pytest.fail("opened on a server with no free slot")
+                assert time.monotonic() - started < BOUND
+                assert "too many clients" in str(info.value), str(info.value)
+        finally:
+            for conn in held:
+                conn.close()
+        # and once slots are free again, a new saver opens
+        with PostgresSaver.from_conn_string(cluster.dsn, timeout=TIMEOUT) as saver:
+            assert saver.healthcheck()["reachable"] is True

@@ -195,6 +195,65 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
 # --------------------------------------------------------------------------- copy and delete_for_runs
 
 
+#: rows a copy_thread statement copies (or, with overwrite, deletes from each table of the target);
+#: 2,000 rows of a chat thread take 15-40 ms here (the whole 50,000-checkpoint thread: 2.7 s in one
+#: statement), well within a role's statement_timeout of 250 ms
+COPY_BATCH = 2000
+#: the tables copy_thread copies (and clears), in this order: checkpoints first (queries.sql says why)
+COPY_TABLES = ("checkpoints", "writes", "blobs")
+
+
+def _batch_queries(q: Queries) -> dict[str, tuple[bytes, ...]]:
+    """copy_thread's batch statements per table of COPY_TABLES: clearing the target, copying."""
+    return {
+        "clear": (q["clear_checkpoints_batch"], q["clear_writes_batch"], q["clear_blobs_batch"]),
+        "copy": (q["copy_checkpoints_batch"], q["copy_writes_batch"], q["copy_blobs_batch"]),
+    }
+
+
+def _in_batches(
+    queries: tuple[bytes, ...],
+    params: dict[str, Any],
+    batch: int,
+    counts: list[int],
+    last: Callable[[], Step | None],
+) -> Step:
+    """The first of a chain of batch statements (``queries``: one per table of COPY_TABLES, each
+    returning rows changed, rows read, last key read), run in one transaction: each table's next
+    ``batch`` rows after the last key until a batch reads fewer, then the next table; the rows
+    changed added up in ``counts``; then the Step ``last()`` returns (or None: the end)."""
+
+    def step(table: int, after: list[str] | None) -> Step:
+        stmt = Stmt(queries[table], {**params, "batch": batch, "after": after})
+        return Step((stmt,), then=lambda rows: done(table, after, rows))
+
+    def done(table: int, after: list[str] | None, rows: Rows) -> Step | None:
+        if table == 0 and after is None:  # the chain starts (again, after a transient error)
+            counts[:] = [0] * len(counts)
+        changed, read, key = rows[0]
+        counts[table] += int(changed)
+        if int(read) >= batch:
+            return step(table, list(key))
+        if table + 1 < len(queries):
+            return step(table + 1, None)
+        return last()
+
+    return step(0, None)
+
+
+def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
+    """delete_thread in short statements, in one transaction (what the saver runs when the
+    server's statement_timeout cancelled its one statement): no lock, as delete_thread takes
+    none."""
+    tid = _keys.thread_id_param(thread_id)
+    counts = [0, 0, 0]
+    yield _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, lambda: None)
+    checkpoints, writes, blobs = counts
+    return Report(
+        threads=1 if checkpoints else 0, checkpoints=checkpoints, writes=writes, blobs=blobs
+    )
+
+
 def copy_thread(
     q: Queries,
     source: str,
@@ -202,35 +261,47 @@ def copy_thread(
     *,
     overwrite: bool,
     serde: SerializerProtocol | None = None,
+    batch: int = COPY_BATCH,
 ) -> Steps:
-    """Copy a thread in one transaction. Under a KeyringSerializer the copied values are sealed
-    again for the target's place in that transaction (they were bound to the source's)."""
+    """Copy a thread in one transaction, ``batch`` rows per statement (statement_timeout is per
+    statement: a long thread copies in many short statements, and no half-copied thread is ever
+    visible). Under a KeyringSerializer the copied values are sealed again for the target's place
+    in that transaction (they were bound to the source's)."""
     src = _keys.thread_id_param(source)
     dst = _keys.thread_id_param(target)
     if src == dst:
         raise InvalidInputError(f"copy_thread: source and target are the same thread {src!r}")
-    params = {"source": src, "target": dst}
+    batch = batch_size(batch)
+    params: dict[str, Any] = {"source": src, "target": dst}
     # first whether the source holds a checkpoint: a missing one copies nothing and, with
     # overwrite, leaves the target as it is
     exists: tuple[Stmt, ...] = (Stmt(q["missing_threads"], {"thread_ids": [src]}),)
-    statements: tuple[Stmt, ...] = (Stmt(q["copy_thread"], params),)
-    if overwrite:
-        statements = (
-            Stmt(q["delete_threads"], {"thread_ids": [dst], "idle_for": None}),
-            *statements,
-        )
     crypt = None if serde is None else _values.sealer(serde)
-    counts: list[tuple[Any, ...]] = []
+    batches = _batch_queries(q)
+    #: free (the target held no checkpoint), then the rows copied per table
+    counts: dict[str, int] = {}
+    cleared, copied = [0, 0, 0], [0, 0, 0]
 
     def checked(rows: Rows) -> Step | None:
         counts.clear()  # a rerun after a transient error starts again here
         if rows:  # the source is missing
             return None
-        return Step(statements, then=copied)
+        if overwrite:  # the target's rows go first (batched as the copy), then the copy
+            return _in_batches(batches["clear"], params, batch, cleared, used)
+        return used()
 
-    def copied(rows: Rows) -> Step | None:
-        counts[:] = rows
-        if crypt is None or not rows[0][0]:
+    def used() -> Step:
+        return Step((Stmt(q["copy_target_used"], params),), then=free)
+
+    def free(rows: Rows) -> Step | None:
+        counts["free"] = int(not rows[0][0])
+        if not counts["free"]:
+            return None
+        return _in_batches(batches["copy"], params, batch, copied, reseal)
+
+    def reseal() -> Step | None:
+        counts.update(zip(COPY_TABLES, copied, strict=True))
+        if crypt is None:
             return None
         return Step((Stmt(q["copied_sealed_rows"], params),), then=sealed)
 
@@ -239,18 +310,22 @@ def copy_thread(
             return None
         return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
 
-    # the target is locked: concurrent copies into it, or puts to it, wait for this one
-    yield Step(locked(q, [dst], *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    # the target is locked (concurrent copies into it, or puts to it, wait for this one) and the
+    # source shared (its puts go on, its prunes wait); the metadata index merges its pending
+    # entries in small steps (no batch waits for a large merge)
+    lock = Stmt(q["lock_copy"], params)
+    gin = Stmt(q["gin_pending_list_small"])
+    yield Step((lock, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
     if not counts:
         return Report(missing=[src])
-    free, checkpoints, writes, blobs = counts[0]
-    if not free:
+    if not counts["free"]:
         raise ThreadNotEmptyError(dst)
+    checkpoints = counts.get("checkpoints", 0)
     return Report(
         threads=1 if checkpoints else 0,
-        checkpoints=int(checkpoints),
-        writes=int(writes),
-        blobs=int(blobs),
+        checkpoints=checkpoints,
+        writes=counts.get("writes", 0),
+        blobs=counts.get("blobs", 0),
     )
 
 

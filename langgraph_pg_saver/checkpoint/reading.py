@@ -36,6 +36,7 @@ from langgraph_pg_saver.checkpoint.rows import (
 from langgraph_pg_saver.codec import compress as _compress
 from langgraph_pg_saver.codec.crypto import Place
 from langgraph_pg_saver.codec.values import Opener, open_exact, opener, sealer
+from langgraph_pg_saver.db.sql import LIST_PAGE
 from langgraph_pg_saver.errors import InvalidInputError
 
 # --------------------------------------------------------------------------- statements
@@ -102,6 +103,54 @@ def list_select(
             raise InvalidInputError(f"limit must be a non-negative int or None, not {limit!r}")
         params["limit"] = limit
     return Select(tuple(predicates), params, plan)
+
+
+# --------------------------------------------------------------------------- pages of a long list
+#
+# A list() without a limit (LangGraph's get_state_history), or with one above LIST_PAGE, reads
+# pages of LIST_PAGE checkpoints, one statement each, newest first, each after the last key of the
+# page before (the _w_after predicate, in read_tuples' total order: id descending, then thread and
+# namespace), so that no statement reads a whole long thread (a role's statement_timeout applies
+# per statement) and a caller that stops early reads no further. A shorter limit stays one
+# statement.
+#
+# In autocommit each page sees a snapshot of its own, and the result is still exact: no row comes
+# twice or out of order (each page starts strictly after a key already returned, in a total
+# order), every checkpoint stored throughout the read is returned, and each one returned was
+# stored when its page ran. A checkpoint id is a time (uuid6: LangGraph's ids grow with time), so
+# what is put while the pages are read is newer than the first page and appears in none (the
+# keyset only goes down), as it would not in one statement that started first; a checkpoint
+# deleted between pages (a prune, a delete_thread) is simply not returned by a page not yet read.
+# (Ids older than the boundary written meanwhile, by a copy_thread or an import into a thread a
+# list across threads reads, may show or not: either is a state that existed.)
+
+
+def pages(limit: int | None) -> bool:
+    """Whether list() with this limit reads pages (none or one above LIST_PAGE)."""
+    return limit is None or limit > LIST_PAGE
+
+
+def page_select(sel: Select, after: tuple[str, str, str] | None) -> Select:
+    """The statement's predicates and parameters for the page after ``after`` (thread,
+    namespace, id of the last checkpoint of the page before; None for the first)."""
+    params: Params = {**sel.params, "limit": LIST_PAGE}
+    if after is None:
+        return Select(sel.predicates, params, sel.filter)
+    params["after_thread"], params["after_ns"], params["after_id"] = after
+    return Select((*sel.predicates, "after"), params, sel.filter)
+
+
+def last_key(name: str, rows: Sequence[Sequence[Any]]) -> tuple[str, str, str] | None:
+    """The key (thread, namespace, id) of the last checkpoint in rows of ``read_tuples``
+    (its kind-2 rows come last, in list order) or ``list_keys``; None without one."""
+    if not rows:
+        return None
+    row = rows[-1]
+    if name == "list_keys":
+        return (row[KeyRow.THREAD_ID], row[KeyRow.CHECKPOINT_NS], row[KeyRow.CHECKPOINT_ID])
+    if row[ReadHead.KIND] != 2:
+        return None
+    return (row[ReadHead.THREAD_ID], row[ReadHead.CHECKPOINT_NS], row[ReadHead.CHECKPOINT_ID])
 
 
 def checkpoints_in(name: str, rows: Sequence[Sequence[Any]]) -> int:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -36,12 +37,16 @@ from langgraph_pg_saver.codec.compress import Compression
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.db.owner import PoolOwner
-from langgraph_pg_saver.db.policy import function_unusable
+from langgraph_pg_saver.db.policy import function_unusable, server_timeout
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
-from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
+from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, LIST_PAGE
 from langgraph_pg_saver.db.steps import Report
-from langgraph_pg_saver.errors import InvalidInputError, ParentCheckpointMissingError
+from langgraph_pg_saver.errors import (
+    InvalidInputError,
+    ParentCheckpointMissingError,
+    StatementTimeoutError,
+)
 
 
 class PostgresSaver(PoolOwner, SaverBase):
@@ -136,10 +141,12 @@ class PostgresSaver(PoolOwner, SaverBase):
         Connections heal: a transient error (a lost connection, a restart, a serialization
         failure) reruns the call on another connection per ``retry`` (``NO_RETRY`` switches that
         off); a connection the server ended while it was idle is never used (see the driver);
-        TCP keepalives are on, idle connections above
-        ``min_size`` close after 4 minutes and every connection is replaced after 30, below the
-        idle timeouts of common cloud load balancers and proxies. ``pool_kwargs`` and
-        ``connect_kwargs`` (and parameters in ``conn_string``) take precedence.
+        while the server is away, the pool tries to reconnect about every second, so calls
+        waiting for a connection resume within about a second of it accepting again; TCP
+        keepalives are on, idle connections above ``min_size`` close after 30 s (all of them:
+        a burst gives its server slots back) and every connection is replaced after 30 minutes.
+        ``pool_kwargs`` and ``connect_kwargs`` (and parameters in ``conn_string``) take
+        precedence.
 
         ``single_writer``: one writer per thread; a second writer that would fork a thread
         raises ``ConcurrentUpdateError`` instead (docs/guide.md, "One writer per thread").
@@ -222,29 +229,81 @@ class PostgresSaver(PoolOwner, SaverBase):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL."""
+        """Checkpoints newest first; thread, namespace, metadata filter, before and limit run in SQL.
+
+        Without a limit, or with one above 250, the checkpoints are read in pages of 250 (one
+        statement each, as they are iterated), so no statement reads a whole long thread (a
+        role's ``statement_timeout`` applies to each)."""
         sel = _reading.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
+        tuples: Iterable[CheckpointTuple] | None = None
         if sel.filter is None:
-            rows = self._select("read_tuples", sel.predicates, sel.params)
-            tuples: Iterable[CheckpointTuple] = _reading.read_rows_to_tuples(self.serde, rows)
+            if not _reading.pages(limit):
+                rows = self._select("read_tuples", sel.predicates, sel.params)
+                # (a thread's namespaces merged may read a few more than the limit)
+                tuples = itertools.islice(_reading.read_rows_to_tuples(self.serde, rows), limit)
         else:
             tuples = self._filtered(sel, sel.filter)
-        for tup in tuples:
-            if tup.parent_config is not None and _legacy.checkpoint_format(tup.checkpoint) < 4:
-                self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
-            yield tup
+        if tuples is not None:
+            for tup in tuples:
+                if tup.parent_config is not None and _legacy.checkpoint_format(tup.checkpoint) < 4:
+                    self._migrate_pending_sends((tup,))  # decoded lazily: only such a one
+                yield tup
+            return
+        left, after = limit, None
+        while True:  # pages (_reading, "pages of a long list")
+            found, after = self._page(sel, after)
+            for tup in found:
+                if left is not None:
+                    if left <= 0:
+                        return
+                    left -= 1
+                if tup.parent_config is not None and _legacy.checkpoint_format(tup.checkpoint) < 4:
+                    self._migrate_pending_sends((tup,))
+                yield tup
+            if after is None or left == 0:
+                return
+
+    def _page(
+        self, sel: _reading.Select, after: tuple[str, str, str] | None
+    ) -> tuple[Sequence[CheckpointTuple], tuple[str, str, str] | None]:
+        """One page of a long list(): its checkpoints (those that match, with a filter), and
+        the key to read the next page after (None when this one was the last)."""
+        page = _reading.page_select(sel, after)
+        plan = sel.filter
+        if plan is None or plan.exact:
+            rows = self._driver.fetch_all(self._q.read_tuples(page.predicates), page.params)
+            found: Sequence[CheckpointTuple] = [*_reading.read_rows_to_tuples(self.serde, rows)]
+            seen, name = len(found), "read_tuples"
+            if plan is not None:
+                found = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
+        else:
+            rows = self._driver.fetch_all(self._q.list_keys(page.predicates), page.params)
+            seen, name = len(rows), "list_keys"
+            keys = _reading.matching_keys(self.serde, plan, rows, None)
+            found = []
+            if keys:
+                read = self._driver.fetch_all(
+                    self._q["read_tuples_keys"], _reading.keys_params(keys)
+                )
+                found = [
+                    t
+                    for t in _reading.read_rows_to_tuples(self.serde, read)
+                    if _metadata.matches(plan.filter, t.metadata)
+                ]
+        return found, (_reading.last_key(name, rows) if seen >= LIST_PAGE else None)
 
     def _filtered(
         self, sel: _reading.Select, plan: _metadata.FilterPlan
-    ) -> Sequence[CheckpointTuple]:
+    ) -> Sequence[CheckpointTuple] | None:
         """list() with a metadata filter: SQL chooses candidates (a superset of the matches), each
         is checked with InMemorySaver's rule (_metadata). Candidates that fail leave a limit short:
-        the selection then runs again over more of them."""
+        the selection then runs again over more of them. None when that would read more than a
+        page (LIST_PAGE), or there is no limit: the caller then reads pages."""
         want = sel.params["limit"]
         fetch = _reading.first_fetch(plan, want)
-        while True:
+        while fetch is not None and fetch <= LIST_PAGE:
             params = {**sel.params, "limit": fetch}
             found: list[CheckpointTuple] = []
             if plan.exact:  # the usual filter: candidates are matches but for rows stored lossy
@@ -261,9 +320,10 @@ class PostgresSaver(PoolOwner, SaverBase):
                     )
                     found = [*_reading.read_rows_to_tuples(self.serde, rows)]
             matched = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
-            if want is None or fetch is None or len(matched) >= want or seen < fetch:
+            if want is None or len(matched) >= want or seen < fetch:
                 return matched[:want]
             fetch *= 4
+        return None
 
     def _select(
         self, name: str, predicates: tuple[str, ...], params: dict[str, Any]
@@ -286,7 +346,7 @@ class PostgresSaver(PoolOwner, SaverBase):
                 if rows:  # at least one checkpoint, and every match was counted
                     return rows
         if name == "read_tuples":
-            return self._driver.fetch_all(self._q.read_tuples(predicates), params)
+            return self._driver.fetch_all(self._q.read_tuples(predicates, limit), params)
         return self._driver.fetch_all(self._q.list_keys(predicates), params)
 
     def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
@@ -350,7 +410,15 @@ class PostgresSaver(PoolOwner, SaverBase):
         """
         self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
-        self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+        try:
+            self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+        except StatementTimeoutError as exc:
+            # the server's statement_timeout cut the one statement short (a very long thread):
+            # the same delete in short statements, in one transaction (the saver's own
+            # statement_timeout, a bound the caller set for this call, is not worked around)
+            if not server_timeout(exc.__cause__) or self._driver.in_caller_transaction():
+                raise
+            self._driver.drive(_lifecycle.delete_thread(self._q, tid))
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 

@@ -50,6 +50,8 @@ from langgraph_pg_saver.db.policy import (
     record_stats,
     rows_nbytes,
     server_of,
+    server_timeout,
+    server_timeout_error,
     statement_timeout_error,
     target_of,
     timeout_error,
@@ -82,6 +84,8 @@ logger = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 5.0
 #: how long a pool whose opening timed out is given to stop its connection attempts
 OPEN_FAILED_CLOSE = 1.0
+#: a rerun whose call's wait is spent still gets this long to find an idle connection
+_RERUN_MIN_WAIT = 0.1
 _monotonic = time.monotonic
 
 
@@ -287,11 +291,14 @@ class Driver:
         return conn
 
     @contextmanager
-    def cursor(self, query: bytes | None = None) -> Iterator[Cursor[TupleRow]]:
+    def cursor(
+        self, timeout: float | None = None, query: bytes | None = None
+    ) -> Iterator[Cursor[TupleRow]]:
         """A binary tuple cursor for one operation, on a connection in autocommit unless it is
-        inside a transaction of the caller's (the statements then join it); ``query``: the
-        statement it will run (a StatsPlan may need the statistics check first)."""
-        with self.connection() as conn, self.cursor_on(conn, query) as cur:
+        inside a transaction of the caller's (the statements then join it); ``timeout`` as for
+        :meth:`connection`; ``query``: the statement it will run (a StatsPlan may need the
+        statistics check first)."""
+        with self.connection(timeout) as conn, self.cursor_on(conn, query) as cur:
             yield cur
 
     @contextmanager
@@ -338,6 +345,12 @@ class Driver:
                 self.owner,
             )
 
+    def in_caller_transaction(self) -> bool:
+        """Whether the caller's single connection is inside a transaction of the caller's (or
+        one a failed statement aborted): the driver's statements join it, so no step of its own
+        can start (no I/O)."""
+        return self.conn is not None and self.conn.info.transaction_status != IDLE
+
     # ------------------------------------------------------------------ one statement
 
     def execute(self, query: bytes, params: Params) -> None:
@@ -356,14 +369,36 @@ class Driver:
 
     def run(self, call: Call) -> Any:
         """Run ``call`` (the form this connection takes: see :class:`Call`) and return what its
-        ``returns`` asks for; rerun per the retry policy after a transient error."""
+        ``returns`` asks for; rerun per the retry policy after a transient error (see
+        :meth:`_rerun_wait` for how long the reruns wait for a connection)."""
         retry = 0
+        wait: float | None = None
+        deadline = 0.0
         while True:
             try:
-                return self._run_once(call)
+                return self._run_once(call, wait)
             except Exception as exc:
                 retry += 1
+                if retry == 1:
+                    deadline = self._rerun_deadline()
                 self._retry_or_raise(exc, retry)
+                wait = self._rerun_wait(deadline)
+
+    def _rerun_deadline(self) -> float:
+        """When the reruns of a call that just failed stop waiting for a connection: the pool's
+        wait (from_conn_string's ``timeout=``) from now."""
+        timeout = self.pool.timeout if self.pool is not None else 0.0
+        return _monotonic() + timeout
+
+    @staticmethod
+    def _rerun_wait(deadline: float) -> float:
+        """How long a rerun may wait for a connection. The reruns of one call share one wait: a
+        call whose statement was lost with its server (a restart, a failover) waits for the
+        server through its reruns for up to ``timeout`` seconds from the failure, however many
+        of the retry policy's attempts the outage spends, rather than ``timeout`` per attempt;
+        the policy's attempts bound the statements that fail, its pauses (about 0.75 s in all by
+        default) are spent inside the same wait."""
+        return max(_RERUN_MIN_WAIT, deadline - _monotonic())
 
     def _retry_or_raise(self, exc: Exception, retry: int) -> None:
         """Return to rerun the operation that failed with ``exc`` (see :meth:`_may_retry`);
@@ -375,6 +410,8 @@ class Driver:
             raise closed_error(self.owner) from exc
         if isinstance(exc, errors.InsufficientPrivilege):
             raise self._privilege_error(exc) from exc
+        if isinstance(exc, errors.QueryCanceled) and server_timeout(exc):
+            raise server_timeout_error(self.owner, exc) from exc
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate == LOST_RACE:
             raise concurrent_update_error(exc) from exc
@@ -435,16 +472,16 @@ class Driver:
         self.state.retries += 1
         return not self.state.closed
 
-    def _run_once(self, call: Call) -> Any:
+    def _run_once(self, call: Call, wait: float | None = None) -> Any:
         if self.statement_timeout is None:
-            return self._run_unwatched(call)
+            return self._run_unwatched(call, wait)
         if call.upsert is not None:
             # the upsert directly: a second statement after a conflict would be watched as well,
             # but costs a round trip the timeout's users did not ask for
             call = call._replace(query=call.upsert)
         fired = False
         try:
-            with self.connection() as conn:
+            with self.connection(wait) as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
                     with self.cursor_on(conn, call.query) as cur:
@@ -532,19 +569,19 @@ class Driver:
             str(exc).strip(),
         )
 
-    def _run_unwatched(self, call: Call) -> Any:
+    def _run_unwatched(self, call: Call, wait: float | None = None) -> Any:
         # The hot path: getconn, a cursor, execute, fetch, putconn, without generator context
         # managers, and on a connection already in autocommit (what from_conn_string makes) without
         # looking at its transaction status.
         pool = self.pool
         returns = call.returns
         if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
-            with self.cursor(call.query) as cur:
+            with self.cursor(wait, call.query) as cur:
                 return self._direct(cur, call)
         state = self.state
         state.active += 1
         try:
-            conn = self._getconn(pool)
+            conn = self._getconn(pool, wait)
         except BaseException:
             state.active -= 1
             raise
@@ -593,15 +630,20 @@ class Driver:
         """One step in its own transaction; rerun as a whole after a transient error (its
         transaction rolled back)."""
         retry = 0
+        wait: float | None = None
+        deadline = 0.0
         while True:
             try:
-                return self._run_step_once(step)
+                return self._run_step_once(step, wait)
             except Exception as exc:
                 retry += 1
+                if retry == 1:
+                    deadline = self._rerun_deadline()
                 self._retry_or_raise(exc, retry)
+                wait = self._rerun_wait(deadline)
 
-    def _run_step_once(self, step: _steps.Step) -> list[Row]:
-        with self.cursor(_steps.first_query(step)) as cur:
+    def _run_step_once(self, step: _steps.Step, wait: float | None = None) -> list[Row]:
+        with self.cursor(wait, _steps.first_query(step)) as cur:
             conn = cur.connection
             if not step.transactional:
                 stmt = step.statements[0]

@@ -376,6 +376,35 @@ def statement_timeout_error(owner: str, seconds: float) -> StatementTimeoutError
     )
 
 
+def server_timeout(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server's own statement_timeout (SQLSTATE 57014 with Postgres'
+    message for it; the same SQLSTATE without it is a cancel, as the watchdog's). A server whose
+    ``lc_messages`` is not English words the message otherwise: its timeout then stays psycopg's
+    ``QueryCanceled``."""
+    if getattr(exc, "sqlstate", None) != "57014":
+        return False
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) or str(exc)
+    return "statement timeout" in primary
+
+
+def server_timeout_error(owner: str, exc: BaseException) -> StatementTimeoutError:
+    """The error of a statement the server cancelled at its own ``statement_timeout`` (a role's or
+    database's setting, ``ALTER ROLE ... SET statement_timeout``, or the connection's ``options``),
+    which says what runs in short statements and what to do about the rest."""
+    return StatementTimeoutError(
+        f"{owner}: the server cancelled a statement at its statement_timeout (the setting of the "
+        "role, the database or the connection: SHOW statement_timeout); nothing of it was stored. "
+        "list() and get_state_history read long threads in pages; copy_thread, prune "
+        "(keep_latest), retention(keep_last=...) and reencrypt work in short statements; what "
+        'remains one statement (delete_thread or prune(..., strategy="delete") of a very long '
+        "thread, copy_thread of one under a KeyringSerializer) needs a larger statement_timeout "
+        "for the role that runs it (ALTER ROLE ... SET statement_timeout, or "
+        "options='-c statement_timeout=...' in its DSN), or prune(keep_latest) first to shorten "
+        "the thread"
+    )
+
+
 def privilege_error(
     owner: str, schema: str, exc: Exception, missing: list[tuple[str, str]]
 ) -> PrivilegeError:

@@ -24,6 +24,7 @@ from typing import Any
 
 from langgraph_pg_saver.db.sql import (
     DEFAULT_SCHEMA,
+    LIST_CAPS,
     ROW_SLOTS,
     VECTOR_SLOTS,
     WALKS,
@@ -38,6 +39,7 @@ _ACCEPTS = {
     "scan": f"predicates among {','.join(WHERE_FRAGMENTS)} (comma-separated, may be empty)",
     "walk": f"one of {', '.join(map(str, WALKS))}",
     "claim": "true or false",
+    "cap": f"one of {', '.join(map(str, LIST_CAPS))}",
     **{slot: "a count of rows (0: arrays)" for slot in ROW_SLOTS},
     **{slot: " or ".join(values) for slot, values in VECTOR_SLOTS.items()},
 }
@@ -47,7 +49,7 @@ def slot_value(slot: str, text: str) -> Any:
     """A slot's value as ``Queries.render`` takes it, from its command-line text."""
     if slot in ("where", "scan"):
         return tuple(p for p in text.split(",") if p)
-    if slot in ROW_SLOTS or slot == "walk":
+    if slot in ROW_SLOTS or slot in ("walk", "cap"):
         try:
             return int(text)
         except ValueError:

@@ -100,7 +100,7 @@ def _kind(name: str, text: bytes) -> bytes:
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
-WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter")
+WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter", "after")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
 #: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
 ROW_SLOTS = {
@@ -108,12 +108,25 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "scan", "walk", "claim", "vtype", "vop", *ROW_SLOTS})
+SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", *ROW_SLOTS})
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
 #: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
 #: parameter limit is costed as a tenth of the table, and the joins that read the chosen
 #: checkpoints' values and writes were then planned for that many rows)
 WALKS = (200, 1000, 5000)
+#: how many checkpoints a page of a long list() reads (a list without a limit, or with one above
+#: this: checkpoint/reading.page_select), so that no statement reads a whole long thread: a role's
+#: statement_timeout applies to each statement. Measured on a 50,000-checkpoint chat thread (five
+#: values and two writes a checkpoint, about 1 KB of text a value; tests/test_statement_timeout):
+#: 500 checkpoints of one namespace took 27 ms (median) and up to 105 ms on a busy machine, 500 of a
+#: thread's namespaces merged 57 and 142 ms, 2,000 in one statement 130 ms, the whole thread 4.4 s.
+#: Pages of 250: 11 ms median, 19 ms at most (the whole thread in 203 statements, 2.2 s on the
+#: server): far below a 250 ms statement_timeout for checkpoints several times larger, for about
+#: 1 ms of round trip and planning per page.
+LIST_PAGE = 250
+#: what read_tuples_per_ns reads ({cap}): the smallest of these at least the limit (a page:
+#: LIST_PAGE), a constant of the statement (see there why)
+LIST_CAPS = (10, 100, LIST_PAGE)
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
 VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
 
@@ -295,6 +308,10 @@ class Queries:
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")
             return self._fragments["_claim"] if value else "true"
+        if slot == "cap":
+            if value not in LIST_CAPS:
+                raise ValueError(f"cap takes one of {LIST_CAPS}, not {value!r}")
+            return str(value)
         if slot in VECTOR_SLOTS:
             if value not in VECTOR_SLOTS[slot]:
                 raise ValueError(f"{slot} takes one of {VECTOR_SLOTS[slot]}, not {value!r}")
@@ -309,15 +326,19 @@ class Queries:
             return _fill(wrapper, {"rows": listed})
         raise KeyError(f"unknown slot {{{slot}}}")
 
-    def read_tuples(self, predicates: tuple[str, ...]) -> bytes:
+    def read_tuples(self, predicates: tuple[str, ...], limit: int | None = None) -> bytes:
         """list()'s statement: per namespace when a thread is given without a namespace or id (the
         newest checkpoints of each namespace, merged); without a thread, planned for each call (a
         CustomPlan: read_tuples_global, after read_tuples_recent and read_tuples_capped when there
-        is a limit); else over the chosen keys."""
+        is a limit); else over the chosen keys. ``limit``: the call's, at most LIST_PAGE (None: a
+        page, LIST_PAGE); read_tuples_per_ns reads the smallest of LIST_CAPS at least that many,
+        of which the caller keeps the first ``limit``."""
         if "thread" not in predicates:
             return CustomPlan(self.render("read_tuples_global", where=predicates))
         if "ns" not in predicates and "id" not in predicates:
-            return self.render("read_tuples_per_ns", where=predicates)
+            want = LIST_PAGE if limit is None else limit
+            cap = next((c for c in LIST_CAPS if c >= want), LIST_PAGE)
+            return self.render("read_tuples_per_ns", where=predicates, cap=cap)
         return self.render("read_tuples", where=predicates)
 
     def list_keys(self, predicates: tuple[str, ...]) -> bytes:

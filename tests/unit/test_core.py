@@ -536,3 +536,40 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
     for preds in (("thread",), ("thread", "ns", "before", "filter"), ("thread", "filter"), ()):
         statements.append(q.read_tuples(preds))
     assert max(len(s) for s in statements) <= MAX_CACHED_STATEMENT_LENGTH
+
+
+def test_list_pages_start_after_the_last_key_in_list_order() -> None:
+    from langgraph_pg_saver.db.sql import LIST_PAGE, queries_for
+
+    assert not _reading.pages(LIST_PAGE)
+    assert _reading.pages(LIST_PAGE + 1)
+    assert _reading.pages(None)
+    sel = _reading.list_select({"configurable": {"thread_id": "t"}}, None, None, None)
+    first = _reading.page_select(sel, None)
+    assert first.predicates == ("thread",)
+    assert first.params == {"thread_id": "t", "limit": LIST_PAGE}
+    after = _reading.page_select(sel, ("t", "ns", "id-7"))
+    assert after.predicates == ("thread", "after")
+    assert after.params == {
+        "thread_id": "t",
+        "limit": LIST_PAGE,
+        "after_thread": "t",
+        "after_ns": "ns",
+        "after_id": "id-7",
+    }
+    assert sel.params["limit"] is None  # the caller's select is left as it was
+    # the last checkpoint of read_tuples rows (kind 2 rows come last) and of list_keys rows
+    head: list[Any] = [None] * 13
+    head[0:4] = [2, "t", "ns", "id-1"]
+    value: list[Any] = [None] * 13
+    value[0:4] = [0, "t", "ns", "channel"]
+    assert _reading.last_key("read_tuples", [tuple(value), tuple(head)]) == ("t", "ns", "id-1")
+    assert _reading.last_key("read_tuples", [tuple(value)]) is None
+    assert _reading.last_key("read_tuples", []) is None
+    assert _reading.last_key("list_keys", [("t", "", "id-2", {}, None)]) == ("t", "", "id-2")
+    # a thread's namespaces merged read a constant number: the smallest cap at least the limit
+    q = queries_for("public")
+    assert b"LIMIT 10\n" in q.read_tuples(("thread",), 3)
+    assert b"LIMIT 100\n" in q.read_tuples(("thread",), 11)
+    assert f"LIMIT {LIST_PAGE}\n".encode() in q.read_tuples(("thread",))
+    assert b"(SELECT %(after_id)s::text)" in q.read_tuples(("thread", "ns", "after"))

@@ -494,42 +494,95 @@ def test_prune_keep_latest_of_missing_ids_only_runs_one_statement() -> None:
 def _source_check(source: str, target: str) -> Step:
     """The first part of copy_thread's transaction: the target's lock, then whether the source
     holds a checkpoint."""
-    return locked([target], Stmt(Q["missing_threads"], {"thread_ids": [source]}))
-
-
-def test_copy_thread_without_overwrite() -> None:
-    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(True, 3, 2, 4)]]})
-    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
-    assert driver.names() == [("lock_threads", "missing_threads"), ("copy_thread",)]
-    assert driver.steps == [
-        _source_check("src", "dst"),
-        Step((Stmt(Q["copy_thread"], {"source": "src", "target": "dst"}),)),
-    ]
-    assert driver.steps[0].lock_timeout == DEFAULT_LOCK_TIMEOUT
-    assert report == Report(threads=1, checkpoints=3, writes=2, blobs=4)
-
-
-def test_copy_thread_with_overwrite_clears_the_target_after_the_lock() -> None:
-    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(True, 1, 0, 2)]]})
-    report = driver.run(_lifecycle.copy_thread(Q, 1, 2, overwrite=True))
-    assert driver.names() == [
-        ("lock_threads", "missing_threads"),
-        ("delete_threads", "copy_thread"),
-    ]
-    assert driver.steps == [
-        _source_check("1", "2"),
-        Step(
-            (
-                Stmt(Q["delete_threads"], {"thread_ids": ["2"], "idle_for": None}),
-                Stmt(Q["copy_thread"], {"source": "1", "target": "2"}),
-            )
+    return Step(
+        (
+            Stmt(Q["lock_copy"], {"source": source, "target": target}),
+            Stmt(Q["gin_pending_list_small"]),
+            Stmt(Q["missing_threads"], {"thread_ids": [source]}),
         ),
+        DEFAULT_LOCK_TIMEOUT,
+    )
+
+
+def _batch(what: str, table: str, after: list[str] | None, batch: int = 2) -> Step:
+    params = {"source": "src", "target": "dst", "batch": batch, "after": after}
+    return Step((Stmt(Q[f"{what}_{table}_batch"], params),))
+
+
+def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() -> None:
+    # batches of 2: checkpoints 1, writes 2 + 0, blobs 2 + 1 (a batch that read fewer than 2 is
+    # the table's last; the next starts after the last key the one before read)
+    driver = FakeDriver(
+        {
+            "missing_threads": [[]],
+            "copy_target_used": [[(False,)]],
+            "copy_blobs_batch": [[(2, 2, ["", "a", "1"])], [(1, 1, ["", "b", "1"])]],
+            "copy_writes_batch": [[(2, 2, ["", "1", "t", "0"])], [(0, 0, None)]],
+            "copy_checkpoints_batch": [[(1, 1, ["", "1"])]],
+        }
+    )
+    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False, batch=2))
+    assert driver.names() == [
+        ("lock_copy", "gin_pending_list_small", "missing_threads"),
+        ("copy_target_used",),
+        ("copy_checkpoints_batch",),
+        ("copy_writes_batch",),
+        ("copy_writes_batch",),
+        ("copy_blobs_batch",),
+        ("copy_blobs_batch",),
+    ]
+    assert driver.steps[2:] == [
+        _batch("copy", "checkpoints", None),
+        _batch("copy", "writes", None),
+        _batch("copy", "writes", ["", "1", "t", "0"]),
+        _batch("copy", "blobs", None),
+        _batch("copy", "blobs", ["", "a", "1"]),
+    ]
+    assert driver.steps[0] == _source_check("src", "dst")
+    assert driver.steps[1] == Step(
+        (Stmt(Q["copy_target_used"], {"source": "src", "target": "dst"}),)
+    )
+    assert driver.steps[0].lock_timeout == DEFAULT_LOCK_TIMEOUT
+    # every batch is a continuation of the first step: one transaction
+    assert all(step.then is not None for step in driver.steps[:-1])
+    assert report == Report(threads=1, checkpoints=1, writes=2, blobs=3)
+
+
+def test_copy_thread_with_overwrite_clears_the_target_in_batches_after_the_lock() -> None:
+    driver = FakeDriver(
+        {
+            "missing_threads": [[]],
+            "clear_blobs_batch": [[(2, 2, ["", "a", "1"])], [(0, 0, None)]],
+            "clear_writes_batch": [[(0, 0, None)]],
+            "clear_checkpoints_batch": [[(1, 1, ["", "1"])]],
+            "copy_target_used": [[(False,)]],
+            "copy_blobs_batch": [[(2, 2, ["", "a", "1"])], [(0, 0, None)]],
+            "copy_writes_batch": [[(0, 0, None)]],
+            "copy_checkpoints_batch": [[(1, 1, ["", "1"])]],
+        }
+    )
+    report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=True, batch=2))
+    assert driver.names() == [
+        ("lock_copy", "gin_pending_list_small", "missing_threads"),
+        ("clear_checkpoints_batch",),
+        ("clear_writes_batch",),
+        ("clear_blobs_batch",),
+        ("clear_blobs_batch",),
+        ("copy_target_used",),
+        ("copy_checkpoints_batch",),
+        ("copy_writes_batch",),
+        ("copy_blobs_batch",),
+        ("copy_blobs_batch",),
+    ]
+    assert driver.steps[3:5] == [
+        _batch("clear", "blobs", None),
+        _batch("clear", "blobs", ["", "a", "1"]),
     ]
     assert report == Report(threads=1, checkpoints=1, writes=0, blobs=2)
 
 
 def test_copy_thread_into_a_used_target_raises() -> None:
-    driver = FakeDriver({"missing_threads": [[]], "copy_thread": [[(False, 0, 0, 0)]]})
+    driver = FakeDriver({"missing_threads": [[]], "copy_target_used": [[(True,)]]})
     with pytest.raises(ThreadNotEmptyError) as info:
         driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False))
     assert info.value.thread_id == "dst"
