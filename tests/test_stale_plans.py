@@ -465,3 +465,28 @@ def test_a_connection_prepares_once_the_tables_are_large(
         assert any(q.startswith(get_tuple) for q in new), (get_tuple, new)
         generic = {q[:120]: s for q, (g, s) in session.generic_plans().items() if s}
     assert not generic, f"cached generic plans that scan: {generic}"
+
+
+def test_the_check_is_per_schema(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pool serving savers of two schemas: what a connection found about one schema's tables
+    decides nothing for the other's (each asks once on that connection)."""
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(
+        db_dsn, min_size=1, max_size=1, kwargs={"autocommit": True, "prepare_threshold": 0}
+    ) as pool:
+        monkeypatch.setattr(policy, "STATS_RECHECK", 0.0)  # a connection asks at every use
+        other = PostgresSaver(pool, schema="other")
+        other.setup()  # the first check: "other"'s tables do not exist yet
+        public = PostgresSaver(pool)
+        monkeypatch.setattr(policy, "TRUSTED_PAGES", 0)  # "other"'s tables count as large
+        hot_path(other, "t", 2)
+        list_thread(other, "t")
+        monkeypatch.setattr(policy, "TRUSTED_PAGES", 10**9)  # public's as small
+        hot_path(public, "t", 2)
+        list_thread(public, "t")
+        with pool.connection() as conn:
+            rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    lists = [str(r[0]) for r in rows if "ORDER BY" in str(r[0]) and "pgsaver_writes" in str(r[0])]
+    assert any('"other".pgsaver_checkpoints' in q for q in lists), lists
+    assert not any('"public".pgsaver_checkpoints' in q for q in lists), lists

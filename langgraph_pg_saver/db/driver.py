@@ -336,7 +336,7 @@ class Driver:
             cur.execute(self.q["first_check"], first_check_params(), prepare=False)
             row = cur.fetchone()
         if row is not None:
-            record_stats(conn, row[1], row[2])
+            record_stats(conn, self.q.schema, row[1], row[2])
         mark_pooler_checked(conn)
         if row is not None and behind_pooler(conn, row[0]):
             logger.info(

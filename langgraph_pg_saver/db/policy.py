@@ -82,10 +82,18 @@ def needs_first_check(
         return True
     if not isinstance(query, StatsPlan):
         return False
-    found: tuple[float, bool, bool] | None = getattr(conn, _STATS, None)
+    found = _found(conn, query.schema)
     return found is None or (
         not found[1 + query.family] and time.monotonic() - found[0] >= STATS_RECHECK
     )
+
+
+def _found(
+    conn: Connection[Any] | AsyncConnection[Any], schema: str
+) -> tuple[float, bool, bool] | None:
+    """What the connection's last statistics check of ``schema`` found (None: never checked)."""
+    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    return None if found is None else found.get(schema)
 
 
 def first_check_params() -> dict[str, int]:
@@ -94,21 +102,27 @@ def first_check_params() -> dict[str, int]:
 
 
 def record_stats(
-    conn: Connection[Any] | AsyncConnection[Any], checkpoints: bool, store: bool
+    conn: Connection[Any] | AsyncConnection[Any], schema: str, checkpoints: bool, store: bool
 ) -> None:
-    """What the check found: whether the checkpoint tables and the store's are large enough
-    (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``) for this connection to prepare their StatsPlan statements."""
-    with contextlib.suppress(AttributeError):
-        setattr(conn, _STATS, (time.monotonic(), bool(checkpoints), bool(store)))
+    """What the check found in ``schema``: whether the checkpoint tables and the store's are
+    large enough (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``) for this connection to prepare
+    their StatsPlan statements."""
+    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    if found is None:
+        found = {}
+        with contextlib.suppress(AttributeError):
+            setattr(conn, _STATS, found)
+    found[schema] = (time.monotonic(), bool(checkpoints), bool(store))
 
 
 def stats_trusted(conn: Connection[Any] | AsyncConnection[Any], query: bytes) -> bool:
     """Whether ``query``, a StatsPlan, may be prepared on ``conn``: its check found the family's
     tables large. Never checked (a connection in the caller's transaction from its first use, a
     connection behind a pooler): no."""
-    found: tuple[float, bool, bool] | None = getattr(conn, _STATS, None)
-    family = query.family if isinstance(query, StatsPlan) else 0
-    return found is not None and bool(found[1 + family])
+    if not isinstance(query, StatsPlan):
+        return False
+    found = _found(conn, query.schema)
+    return found is not None and found[1 + query.family] is True
 
 
 def mark_pooler_checked(conn: Connection[Any] | AsyncConnection[Any]) -> None:

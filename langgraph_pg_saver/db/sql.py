@@ -54,16 +54,15 @@ class StatsPlan(bytes):
     a generic plan made on them to stay on the indexes (``db/policy.stats_trusted``); elsewhere
     sent unprepared, so planned per call at the tables' size then (docs/performance.md,
     "Statistics of empty tables"). ``family`` indexes the check's answer: 0 the checkpoint
-    tables, 1 the store's."""
+    tables, 1 the store's; ``schema``: whose tables (a pool may serve savers of several)."""
 
-    __slots__ = ()
     family = 0
+    schema = DEFAULT_SCHEMA
 
 
 class StoreStatsPlan(StatsPlan):
     """A StatsPlan of the store's table (pgsaver_store)."""
 
-    __slots__ = ()
     family = 1
 
 
@@ -91,12 +90,17 @@ PLANNED_BY_STATS = {
 }
 
 
-def _kind(name: str, text: bytes) -> bytes:
-    """``text`` as the bytes subclass that tells the driver how to prepare statement ``name``."""
+def _kind(name: str, text: bytes, schema: str) -> bytes:
+    """``text`` as the bytes subclass that tells the driver how to prepare statement ``name``
+    of ``schema``."""
     if name in PLANNED_PER_CALL:
         return CustomPlan(text)
     kind = PLANNED_BY_STATS.get(name)
-    return text if kind is None else kind(text)
+    if kind is None:
+        return text
+    plan = kind(text)
+    plan.schema = schema
+    return plan
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
@@ -236,7 +240,7 @@ class Queries:
             if _PLACEHOLDER_RE.search(text):
                 self._templates[name] = text
             else:
-                self._rendered[name] = _kind(name, text.encode())
+                self._rendered[name] = _kind(name, text.encode(), self.schema)
         self._cache: dict[tuple[object, ...], bytes] = {}
 
     def _include(self, name: str, raw: dict[str, str], stack: tuple[str, ...]) -> str:
@@ -277,7 +281,7 @@ class Queries:
         key = (name, *slots.items())
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._cache[key] = _kind(name, self._render(name, slots))
+            cached = self._cache[key] = _kind(name, self._render(name, slots), self.schema)
         return cached
 
     def _render(self, name: str, slots: dict[str, Any]) -> bytes:
