@@ -1593,6 +1593,22 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 -- key: the driver then stops preparing statements on that connection (see _driver.pooler_check).
 SELECT pg_backend_pid()
 
+-- name: first_check
+-- Once per connection that would prepare statements (and again, at most once a minute, while a
+-- family's tables are small): backend_pid's process id, for the pooler check; then whether the
+-- checkpoint tables are each at least %(pages)s pages large now, and the store's table at least
+-- %(store_pages)s (policy.TRUSTED_PAGES, TRUSTED_STORE_PAGES), the live size the planner costs
+-- a scan at. Only then does the connection prepare the statements whose generic
+-- plan, made on smaller tables after statistics of empty ones, would keep a sequential scan
+-- (db/sql.PLANNED_BY_STATS); a table not there counts as small.
+SELECT pg_backend_pid(),
+       (SELECT count(*) = 3 FROM unnest(ARRAY[
+            to_regclass('{schema}.pgsaver_checkpoints'), to_regclass('{schema}.pgsaver_blobs'),
+            to_regclass('{schema}.pgsaver_writes')]) AS t(rel)
+        WHERE pg_relation_size(t.rel) >= %(pages)s::bigint * current_setting('block_size')::bigint),
+       coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_store'))
+                >= %(store_pages)s::bigint * current_setting('block_size')::bigint, false)
+
 -- name: in_recovery
 -- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in
 -- recovery) or a primary whose database or role sets default_transaction_read_only.

@@ -31,10 +31,12 @@ import pytest
 from helpers import checkpoint, config
 from test_indexes import plan_nodes
 
-from langgraph_pg_saver import PostgresSaver
+from langgraph_pg_saver import PostgresSaver, PostgresStore
+from langgraph_pg_saver.db import policy
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
+STORE = "pgsaver_store"
 GROWN = 20_000  # checkpoints added in SQL after the plans are made
 SETTLE = 14  # runs of each operation before the growth: prepared by the client after 5 (the
 # default threshold), then 5 custom plans on the server, generic from the next
@@ -45,7 +47,7 @@ def seq_scans(plan: Any) -> list[str]:
         {
             n["Relation Name"]
             for n in plan_nodes(plan)
-            if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES
+            if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in (*TABLES, STORE)
         }
     )
 
@@ -63,11 +65,12 @@ def analyzed_empty(db_dsn: str) -> str:
             conn.execute("LOAD 'auto_explain'")
         except psycopg.Error as exc:  # contrib missing: nothing to look at the plans with
             pytest.skip(f"auto_explain is not available: {exc}")
-        for table in TABLES:
+        for table in (*TABLES, STORE):
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
             conn.execute(f"ANALYZE {table}")
         rows = conn.execute(
-            "SELECT relname, reltuples FROM pg_class WHERE relname = ANY(%s)", (list(TABLES),)
+            "SELECT relname, reltuples FROM pg_class WHERE relname = ANY(%s)",
+            ([*TABLES, STORE],),
         ).fetchall()
     assert all(r[1] == 0 for r in rows), rows  # analyzed (0), not never analyzed (-1)
     return db_dsn
@@ -112,7 +115,7 @@ def grow(dsn: str) -> None:
 class Session:
     """The one connection of a saver's pool, with auto_explain loaded (off until ``watch``)."""
 
-    def __init__(self, saver: PostgresSaver) -> None:
+    def __init__(self, saver: PostgresSaver | PostgresStore) -> None:
         self.pool = saver._driver.pool
         assert self.pool is not None
         self.notices: list[str] = []
@@ -284,23 +287,206 @@ def test_delta_history_reads_the_same_through_the_function(db_dsn: str) -> None:
         assert any(h.get("seed") is not None or h["writes"] for h in got[True].values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not done yet: list() within a thread keeps its prepared statements (read_tuples,"
-    " read_tuples_per_ns), whose generic plan, made on the small tables, scans them"
-    " (docs/performance.md, Statistics of empty tables)",
-)
-def test_list_of_a_thread_stays_on_its_indexes_after_statistics_of_empty_tables(
-    analyzed_empty: str,
+def list_thread(saver: PostgresSaver, thread: str) -> None:
+    """What a thread's list() and get_state_history send: its namespace (read_tuples), every
+    namespace (read_tuples_per_ns), before a checkpoint, a metadata filter (list_keys, then
+    read_tuples_keys), across threads with a limit (read_tuples_recent, list_keys_recent)."""
+    latest = saver.get_tuple(config(thread))
+    assert latest is not None
+    whole = {"configurable": {"thread_id": thread}}
+    assert list(saver.list(config(thread), limit=2))
+    assert list(saver.list(whole, limit=2))
+    assert list(saver.list(whole))
+    assert list(saver.list(whole, before=latest.config, limit=3))
+    assert list(saver.list(whole, filter={"source": "loop"}, limit=2))
+    assert list(saver.list(None, limit=2))
+    assert list(saver.list(None, filter={"source": "loop"}, limit=2))
+
+
+def _settle_grow_and_check(
+    session: Session,
+    dsn: str,
+    run: Any,
+    grow_tables: Any,
+    per_call: bool = True,
+    walks: str = "\0",
 ) -> None:
+    """The hot path test's three checks, for ``run(label)``: on the small tables, then after
+    ``grow_tables(dsn)``; the buffers per call only with ``per_call``, and not for statements
+    that begin with ``walks``."""
+    session.watch(True)
+    for _ in range(SETTLE):
+        run("small")
+    session.watch(False)
+    small: dict[str, int] = {}
+    for query, plan in session.plans():
+        small[query] = max(small.get(query, 0), _buffers(plan))
+    grow_tables(dsn)
+    session.watch(True)
+    for _ in range(3):
+        run("after")
+    session.watch(False)
+    scans: dict[str, list[str]] = {}
+    grew: dict[str, tuple[int, int]] = {}
+    seen = 0
+    for query, plan in session.plans():
+        seen += 1
+        if seq_scans(plan):
+            scans[query[:120]] = seq_scans(plan)
+        before = small.get(query)
+        if (
+            per_call
+            and not query.startswith(walks)
+            and before is not None
+            and _buffers(plan) > before + 12
+        ):
+            grew[query[:120]] = (before, _buffers(plan))
+    assert seen >= 3 * 3, seen
+    assert not scans, f"sequential scans after the growth: {scans}"
+    assert not grew, f"buffers per call grew with the table (small, grown): {grew}"
+    if session.threshold is not None:  # type: ignore[attr-defined]
+        generic = {q[:120]: s for q, (g, s) in session.generic_plans().items() if s}
+        assert not generic, f"cached generic plans that scan: {generic}"
+
+
+def test_list_of_a_thread_stays_on_its_indexes_after_statistics_of_empty_tables(
+    session: Session, analyzed_empty: str
+) -> None:
+    """list() within a thread (and across threads' first phase): its statements are prepared
+    only once the tables are large (db/sql.PLANNED_BY_STATS); until then planned per call."""
+    saver: PostgresSaver = session.saver  # type: ignore[attr-defined]
+    hot_path(saver, "small", 3)
+    _settle_grow_and_check(
+        session, analyzed_empty, lambda _: list_thread(saver, "small"), grow, per_call=False
+    )
+    # within the thread, per call: the same buffers on the grown tables
+    session.watch(True)
+    list_thread(saver, "small")
+    session.watch(False)
+    session.plans()
+
+
+def grow_store(dsn: str) -> None:
+    """20,000 items in 200 namespaces of the store's table, as the store writes them."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pgsaver_store (prefix, key, value, ttl_minutes, expires_at)"
+            " SELECT 'bulk.' || (i %% 200), 'k' || i,"
+            " jsonb_build_object('text', repeat('x', 200), 'i', i), 60, now() + interval '1 hour'"
+            " FROM generate_series(1, %s) AS i",
+            (GROWN,),
+        )
+        row = conn.execute("SELECT pg_relation_size('pgsaver_store') / 8192").fetchone()
+    assert row is not None
+    assert row[0] > 100
+
+
+def store_ops(store: PostgresStore, label: str) -> None:
+    """The store's reads and writes of one namespace: put, get (with the TTL refresh), search,
+    search with a filter, list_namespaces below a prefix, delete."""
+    ns = ("user", label)
+    store.put(ns, "a", {"text": "hello", "n": 1})
+    store.put(ns, "b", {"text": "world", "n": 2})
+    assert store.get(ns, "a") is not None
+    assert store.search(ns, limit=5)
+    assert store.search(ns, filter={"n": 2}, limit=5)
+    assert store.list_namespaces(prefix=("user",), limit=10)
+    store.delete(ns, "b")
+
+
+@pytest.fixture(
+    params=[0, DEFAULT_PREPARE_THRESHOLD, None], ids=["prepare-0", "default", "unprepared"]
+)
+def store_session(analyzed_empty: str, request: pytest.FixtureRequest) -> Iterator[Session]:
+    with PostgresStore.from_conn_string(
+        analyzed_empty,
+        pool_config={"min_size": 1, "max_size": 1},
+        prepare_threshold=request.param,
+        ttl={"default_ttl": 60, "refresh_on_read": True},
+    ) as store:
+        s = Session(store)
+        s.store = store  # type: ignore[attr-defined]
+        s.threshold = request.param  # type: ignore[attr-defined]
+        yield s
+
+
+def test_the_store_stays_on_its_indexes_after_statistics_of_empty_tables(
+    store_session: Session, analyzed_empty: str
+) -> None:
+    store: PostgresStore = store_session.store  # type: ignore[attr-defined]
+    # list_namespaces' walk (store_prefixes) reads the index entries of every namespace that
+    # sorts between the prefix's first match and its last, matching or not: more of them after
+    # the growth, on its index all the same
+    _settle_grow_and_check(
+        store_session,
+        analyzed_empty,
+        lambda label: store_ops(store, label),
+        grow_store,
+        walks="WITH RECURSIVE p AS",
+    )
+
+
+def _prepared(session: Session) -> list[str]:
+    with session.pool.connection() as conn:
+        rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    return [" ".join(str(r[0]).split()) for r in rows]
+
+
+def test_a_connection_prepares_once_the_tables_are_large(
+    analyzed_empty: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On small tables list() and get_tuple are not prepared (get_tuple calls its function);
+    once the tables are large, the connection's next check (after STATS_RECHECK) lets them be
+    prepared, and their generic plans, made on the large tables, are on the indexes."""
     with PostgresSaver.from_conn_string(
         analyzed_empty, min_size=1, max_size=1, prepare_threshold=0
     ) as saver:
         session = Session(saver)
         hot_path(saver, "small", 3)
-        for _ in range(SETTLE):
-            assert list(saver.list(config("small"), limit=2))
-            assert list(saver.list({"configurable": {"thread_id": "small"}}, limit=2))
+        list_thread(saver, "small")
+        small = _prepared(session)
+        assert any("pgsaver_get_tuple(" in q for q in small), small
+        assert not any("pgsaver_writes" in q and "pgsaver_blobs" in q for q in small), small
         grow(analyzed_empty)
+        with psycopg.connect(analyzed_empty, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        list_thread(saver, "small")
+        assert saver.get_tuple(config("small")) is not None
+        # checked less than STATS_RECHECK seconds ago: still planned per call
+        assert _prepared(session) == small
+        monkeypatch.setattr(policy, "STATS_RECHECK", 0.0)
+        list_thread(saver, "small")
+        assert saver.get_tuple(config("small")) is not None
+        grown = _prepared(session)
+        new = [q for q in grown if q not in small]
+        # read_tuples, read_tuples_per_ns, list_keys, read_tuples_keys, the walk, get_tuple
+        assert len(new) >= 6, new
+        get_tuple = " ".join(saver._q["get_tuple"].decode().split())[:60]
+        assert any(q.startswith(get_tuple) for q in new), (get_tuple, new)
         generic = {q[:120]: s for q, (g, s) in session.generic_plans().items() if s}
     assert not generic, f"cached generic plans that scan: {generic}"
+
+
+def test_the_check_is_per_schema(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pool serving savers of two schemas: what a connection found about one schema's tables
+    decides nothing for the other's (each asks once on that connection)."""
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(
+        db_dsn, min_size=1, max_size=1, kwargs={"autocommit": True, "prepare_threshold": 0}
+    ) as pool:
+        monkeypatch.setattr(policy, "STATS_RECHECK", 0.0)  # a connection asks at every use
+        other = PostgresSaver(pool, schema="other")
+        other.setup()  # the first check: "other"'s tables do not exist yet
+        public = PostgresSaver(pool)
+        monkeypatch.setattr(policy, "TRUSTED_PAGES", 0)  # "other"'s tables count as large
+        hot_path(other, "t", 2)
+        list_thread(other, "t")
+        monkeypatch.setattr(policy, "TRUSTED_PAGES", 10**9)  # public's as small
+        hot_path(public, "t", 2)
+        list_thread(public, "t")
+        with pool.connection() as conn:
+            rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+    lists = [str(r[0]) for r in rows if "ORDER BY" in str(r[0]) and "pgsaver_writes" in str(r[0])]
+    assert any('"other".pgsaver_checkpoints' in q for q in lists), lists
+    assert not any('"public".pgsaver_checkpoints' in q for q in lists), lists

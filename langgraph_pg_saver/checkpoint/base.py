@@ -110,17 +110,17 @@ class SaverBase(BaseCheckpointSaver[str]):
         return Call(query, writes.params, NOTHING, upsert)
 
     def _get_tuple_call(self, sel: _reading.Select) -> Call:
-        """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor), from
-        migration 0007's function on every pooled connection (prepared or not: its plans stay on
-        the primary key under any statistics, migration 0011), the statement where the function
-        cannot be called or the connection is the caller's own."""
+        """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor): the
+        statement (a StatsPlan), prepared on a connection that found the tables large; elsewhere
+        (tables small, nothing prepared) migration 0007's function, whose plans stay on the
+        primary key under any statistics (migration 0011); the statement, unprepared, where the
+        function cannot be called or the connection is in a transaction."""
         return Call(
             self._q.get_tuple(sel.predicates),
             sel.params,
             ALL,
             unprepared=(self._q["get_tuple_call"], _writing.with_checkpoint_id),
             size_column=_reading.GET_TUPLE_BYTES,
-            function_first=True,
         )
 
     def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:

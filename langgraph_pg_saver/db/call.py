@@ -35,13 +35,11 @@ class Call(NamedTuple):
     #: say) the upsert runs directly.
     upsert: bytes | None = None
     #: what ``query`` does as a call of our server-side function, sent instead on a connection
-    #: that prepares nothing (behind a pooler): cheaper to parse and plan
+    #: that prepares nothing (behind a pooler), cheaper to parse and plan, and for a StatsPlan
+    #: (get_tuple) on one that found the tables small (``policy.uses_function``): the
+    #: function's plans are made under its own settings (migration 0011: enable_seqscan off), so
+    #: they stay on the index whatever the statistics were when the session made them
     unprepared: Unprepared | None = None
-    #: send ``unprepared`` on every connection in autocommit, preparing or not, while the
-    #: functions are usable: a function's plans are made under its own settings
-    #: (migration 0011: enable_seqscan off), so they stay on the index whatever the statistics
-    #: were when the session made them, where a prepared statement's generic plan does not
-    function_first: bool = False
     #: ``query`` and ``upsert`` calling none of our functions, sent instead once they cannot be
     #: called (a schema an older release migrated, a role without EXECUTE): put's statements
     #: call migration 0011's parent check

@@ -36,16 +36,18 @@ from langgraph_pg_saver.db.policy import (
     closed_error,
     concurrent_update_error,
     figures,
+    first_check_params,
     function_unusable,
     in_pipeline,
     kept_cursor,
     mark_pooler_checked,
     needs_autocommit_switch,
-    needs_pooler_check,
+    needs_first_check,
     params_nbytes,
     prepare_flag,
     privilege_error,
     read_only_error,
+    record_stats,
     rows_nbytes,
     server_of,
     server_timeout,
@@ -53,6 +55,7 @@ from langgraph_pg_saver.db.policy import (
     statement_timeout_error,
     target_of,
     timeout_error,
+    uses_function,
 )
 from langgraph_pg_saver.db.retry import (
     DEFAULT_RETRY,
@@ -288,15 +291,20 @@ class Driver:
         return conn
 
     @contextmanager
-    def cursor(self, timeout: float | None = None) -> Iterator[Cursor[TupleRow]]:
+    def cursor(
+        self, timeout: float | None = None, query: bytes | None = None
+    ) -> Iterator[Cursor[TupleRow]]:
         """A binary tuple cursor for one operation, on a connection in autocommit unless it is
         inside a transaction of the caller's (the statements then join it); ``timeout`` as for
-        :meth:`connection`."""
-        with self.connection(timeout) as conn, self.cursor_on(conn) as cur:
+        :meth:`connection`; ``query``: the statement it will run (a StatsPlan may need the
+        statistics check first)."""
+        with self.connection(timeout) as conn, self.cursor_on(conn, query) as cur:
             yield cur
 
     @contextmanager
-    def cursor_on(self, conn: Connection[Any]) -> Iterator[Cursor[TupleRow]]:
+    def cursor_on(
+        self, conn: Connection[Any], query: bytes | None = None
+    ) -> Iterator[Cursor[TupleRow]]:
         """:meth:`cursor` on a connection already checked out."""
         if in_pipeline(conn):
             # the caller's pipeline: a nested block, synced when the operation ends
@@ -307,7 +315,7 @@ class Driver:
         if switched:
             conn.set_autocommit(True)
         try:
-            if conn.info.transaction_status == IDLE and needs_pooler_check(conn):
+            if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
                 self._check_pooler(conn)
             with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
@@ -321,10 +329,14 @@ class Driver:
 
     def _check_pooler(self, conn: Connection[Any]) -> None:
         """Stop preparing statements on a connection that talks to a pooling proxy (see
-        ``_driver.needs_pooler_check``): one round trip, once per connection."""
+        ``policy.needs_first_check``), and find out whether the tables are large enough for the
+        StatsPlan statements to be prepared (``policy.needs_first_check``): one round trip, once
+        per connection, and again at most every ``STATS_RECHECK`` seconds while they are small."""
         with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-            cur.execute(self.q["backend_pid"], prepare=False)
+            cur.execute(self.q["first_check"], first_check_params(), prepare=False)
             row = cur.fetchone()
+        if row is not None:
+            record_stats(conn, self.q.schema, row[1], row[2])
         mark_pooler_checked(conn)
         if row is not None and behind_pooler(conn, row[0]):
             logger.info(
@@ -472,7 +484,7 @@ class Driver:
             with self.connection(wait) as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
-                    with self.cursor_on(conn) as cur:
+                    with self.cursor_on(conn, call.query) as cur:
                         self._send(cur, conn, call)
                         return _fetch(cur, call.returns)
                 finally:
@@ -484,14 +496,14 @@ class Driver:
 
     def _send(self, cur: Cursor[Any], conn: Connection[Any], call: Call) -> None:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
-        violation; on one that prepares nothing (or for a ``function_first`` call, on any), its
-        ``unprepared`` form (a call of our server-side function) instead, while the functions
-        are usable: a schema without them (migrated by an older release) or a role that may not
+        violation; on one that prepares nothing (or for a StatsPlan, on one that found the
+        tables small: ``policy.uses_function``), its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them (migrated by an older release) or a role that may not
         execute them gets the statement, and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
-            and (call.function_first or conn.prepare_threshold is None)
+            and uses_function(call.query, conn)
             and conn.autocommit
             and self.state.functions
         ):
@@ -511,7 +523,7 @@ class Driver:
         if call.plain is not None and not self.state.functions:
             query, upsert = call.plain
         try:
-            cur.execute(query, call.params, prepare=prepare_flag(query))
+            cur.execute(query, call.params, prepare=prepare_flag(query, conn))
         except errors.UniqueViolation:
             if upsert is None:
                 raise
@@ -534,7 +546,7 @@ class Driver:
         else:
             statement = call.upsert or query
         try:
-            cur.execute(statement, call.params, prepare=prepare_flag(query))
+            cur.execute(statement, call.params, prepare=prepare_flag(query, cur.connection))
         except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
             if call.plain is None or not self.state.functions or not function_unusable(exc):
                 raise
@@ -564,7 +576,7 @@ class Driver:
         pool = self.pool
         returns = call.returns
         if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
-            with self.cursor(wait) as cur:
+            with self.cursor(wait, call.query) as cur:
                 return self._direct(cur, call)
         state = self.state
         state.active += 1
@@ -577,9 +589,9 @@ class Driver:
         inflight.add(conn)
         try:
             if not conn.autocommit:
-                with self.cursor_on(conn) as cur:
+                with self.cursor_on(conn, call.query) as cur:
                     return self._direct(cur, call)
-            if needs_pooler_check(conn):
+            if needs_first_check(conn, call.query):
                 self._check_pooler(conn)
             kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
@@ -631,10 +643,11 @@ class Driver:
                 wait = self._rerun_wait(deadline)
 
     def _run_step_once(self, step: _steps.Step, wait: float | None = None) -> list[Row]:
-        with self.cursor(wait) as cur:
+        with self.cursor(wait, _steps.first_query(step)) as cur:
+            conn = cur.connection
             if not step.transactional:
                 stmt = step.statements[0]
-                cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                cur.execute(stmt.query, stmt.params, prepare=_steps.prepare(stmt, conn))
                 return _rows(cur)
             own = cur.connection.info.transaction_status == IDLE
             committing = False
@@ -649,7 +662,7 @@ class Driver:
                     part: _steps.Step | None = step
                     while part is not None:
                         for stmt in part.statements:
-                            cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                            cur.execute(stmt.query, stmt.params, prepare=_steps.prepare(stmt, conn))
                         rows = _rows(cur)
                         part = part.then(rows) if part.then is not None else None
                     committing = True

@@ -49,16 +49,18 @@ from langgraph_pg_saver.db.policy import (
     closed_error,
     concurrent_update_error,
     figures,
+    first_check_params,
     function_unusable,
     in_pipeline,
     kept_cursor,
     mark_pooler_checked,
     needs_autocommit_switch,
-    needs_pooler_check,
+    needs_first_check,
     params_nbytes,
     prepare_flag,
     privilege_error,
     read_only_error,
+    record_stats,
     rows_nbytes,
     server_of,
     server_timeout,
@@ -66,6 +68,7 @@ from langgraph_pg_saver.db.policy import (
     statement_timeout_error,
     target_of,
     timeout_error,
+    uses_function,
 )
 from langgraph_pg_saver.db.retry import (
     DEFAULT_RETRY,
@@ -332,15 +335,20 @@ class AsyncDriver:
         return conn
 
     @asynccontextmanager
-    async def cursor(self, timeout: float | None = None) -> AsyncIterator[AsyncCursor[TupleRow]]:
+    async def cursor(
+        self, timeout: float | None = None, query: bytes | None = None
+    ) -> AsyncIterator[AsyncCursor[TupleRow]]:
         """A binary tuple cursor for one operation, on a connection in autocommit unless it is
         inside a transaction of the caller's (the statements then join it); ``timeout`` as for
-        :meth:`connection`."""
-        async with self.connection(timeout) as conn, self.cursor_on(conn) as cur:
+        :meth:`connection`; ``query``: the statement it will run (a StatsPlan may need the
+        statistics check first)."""
+        async with self.connection(timeout) as conn, self.cursor_on(conn, query) as cur:
             yield cur
 
     @asynccontextmanager
-    async def cursor_on(self, conn: AsyncConnection[Any]) -> AsyncIterator[AsyncCursor[TupleRow]]:
+    async def cursor_on(
+        self, conn: AsyncConnection[Any], query: bytes | None = None
+    ) -> AsyncIterator[AsyncCursor[TupleRow]]:
         """:meth:`cursor` on a connection already checked out."""
         if in_pipeline(conn):
             # the caller's pipeline: a nested block, synced when the operation ends
@@ -351,7 +359,7 @@ class AsyncDriver:
         if switched:
             await conn.set_autocommit(True)
         try:
-            if conn.info.transaction_status == IDLE and needs_pooler_check(conn):
+            if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
                 await self._check_pooler(conn)
             async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
@@ -365,10 +373,14 @@ class AsyncDriver:
 
     async def _check_pooler(self, conn: AsyncConnection[Any]) -> None:
         """Stop preparing statements on a connection that talks to a pooling proxy (see
-        ``_driver.needs_pooler_check``): one round trip, once per connection."""
+        ``policy.needs_first_check``), and find out whether the tables are large enough for the
+        StatsPlan statements to be prepared (``policy.needs_first_check``): one round trip, once
+        per connection, and again at most every ``STATS_RECHECK`` seconds while they are small."""
         async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-            await cur.execute(self.q["backend_pid"], prepare=False)
+            await cur.execute(self.q["first_check"], first_check_params(), prepare=False)
             row = await cur.fetchone()
+        if row is not None:
+            record_stats(conn, self.q.schema, row[1], row[2])
         mark_pooler_checked(conn)
         if row is not None and behind_pooler(conn, row[0]):
             logger.info(
@@ -518,7 +530,7 @@ class AsyncDriver:
             async with self.connection(wait) as conn:
                 token = WATCHDOG.arm(conn, self.statement_timeout)
                 try:
-                    async with self.cursor_on(conn) as cur:
+                    async with self.cursor_on(conn, call.query) as cur:
                         await self._send(cur, conn, call)
                         return await _fetch(cur, call.returns)
                 finally:
@@ -530,14 +542,14 @@ class AsyncDriver:
 
     async def _send(self, cur: AsyncCursor[Any], conn: AsyncConnection[Any], call: Call) -> None:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
-        violation; on one that prepares nothing (or for a ``function_first`` call, on any), its
-        ``unprepared`` form (a call of our server-side function) instead, while the functions
-        are usable: a schema without them (migrated by an older release) or a role that may not
+        violation; on one that prepares nothing (or for a StatsPlan, on one that found the
+        tables small: ``policy.uses_function``), its ``unprepared`` form (a call of our
+        server-side function) instead, while the functions are usable: a schema without them (migrated by an older release) or a role that may not
         execute them gets the statement, and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
-            and (call.function_first or conn.prepare_threshold is None)
+            and uses_function(call.query, conn)
             and conn.autocommit
             and self.state.functions
         ):
@@ -557,7 +569,7 @@ class AsyncDriver:
         if call.plain is not None and not self.state.functions:
             query, upsert = call.plain
         try:
-            await cur.execute(query, call.params, prepare=prepare_flag(query))
+            await cur.execute(query, call.params, prepare=prepare_flag(query, conn))
         except errors.UniqueViolation:
             if upsert is None:
                 raise
@@ -580,7 +592,7 @@ class AsyncDriver:
         else:
             statement = call.upsert or query
         try:
-            await cur.execute(statement, call.params, prepare=prepare_flag(query))
+            await cur.execute(statement, call.params, prepare=prepare_flag(query, cur.connection))
         except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:
             if call.plain is None or not self.state.functions or not function_unusable(exc):
                 raise
@@ -610,7 +622,7 @@ class AsyncDriver:
         pool = self.pool
         returns = call.returns
         if pool is None or self.state.closed or (returns == ALL and call.size_column is None):
-            async with self.cursor(wait) as cur:
+            async with self.cursor(wait, call.query) as cur:
                 return await self._direct(cur, call)
         # [async-only]
         if self.loop is None:
@@ -628,9 +640,9 @@ class AsyncDriver:
         inflight.add(conn)
         try:
             if not conn.autocommit:
-                async with self.cursor_on(conn) as cur:
+                async with self.cursor_on(conn, call.query) as cur:
                     return await self._direct(cur, call)
-            if needs_pooler_check(conn):
+            if needs_first_check(conn, call.query):
                 await self._check_pooler(conn)
             kept = params_nbytes(call.params) <= KEEP_CURSOR_MAX_BYTES
             cur = kept_cursor(conn) if kept else conn.cursor(binary=True, row_factory=tuple_row)
@@ -682,10 +694,11 @@ class AsyncDriver:
                 wait = self._rerun_wait(deadline)
 
     async def _run_step_once(self, step: _steps.Step, wait: float | None = None) -> list[Row]:
-        async with self.cursor(wait) as cur:
+        async with self.cursor(wait, _steps.first_query(step)) as cur:
+            conn = cur.connection
             if not step.transactional:
                 stmt = step.statements[0]
-                await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                await cur.execute(stmt.query, stmt.params, prepare=_steps.prepare(stmt, conn))
                 return await _rows(cur)
             own = cur.connection.info.transaction_status == IDLE
             committing = False
@@ -700,7 +713,9 @@ class AsyncDriver:
                     part: _steps.Step | None = step
                     while part is not None:
                         for stmt in part.statements:
-                            await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                            await cur.execute(
+                                stmt.query, stmt.params, prepare=_steps.prepare(stmt, conn)
+                            )
                         rows = await _rows(cur)
                         part = part.then(rows) if part.then is not None else None
                     committing = True

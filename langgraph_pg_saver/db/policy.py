@@ -21,7 +21,7 @@ from psycopg import AsyncConnection, AsyncCursor, Connection, Cursor, pq
 from psycopg.rows import TupleRow, tuple_row
 
 from langgraph_pg_saver.db.retry import RetryPolicy
-from langgraph_pg_saver.db.sql import CustomPlan
+from langgraph_pg_saver.db.sql import CustomPlan, StatsPlan
 from langgraph_pg_saver.errors import (
     ConcurrentUpdateError,
     ConnectionTimeoutError,
@@ -44,11 +44,30 @@ KEEP_CURSOR_MAX_BYTES = 256 * 1024
 
 _KEPT_CURSOR = "_lgps_kept_cursor"
 _POOLER_CHECKED = "_lgps_pooler_checked"
+_STATS = "_lgps_stats"
+
+#: the live size, in pages, each checkpoint table (pgsaver_checkpoints, pgsaver_blobs,
+#: pgsaver_writes) must have before a connection prepares their StatsPlan statements: the generic
+#: plans of list() and get_tuple were on their indexes from 7 pages of pgsaver_checkpoints on
+#: (after statistics of the empty tables, or of tables that size); 32 is four and a half times
+#: that (docs/performance.md, "Statistics of empty tables")
+TRUSTED_PAGES = 32
+#: the same for the store's table: store_delete's and store_refresh's generic plans (a join with
+#: an array of keys of unknown length) were on the primary key from 50 pages on, store_get's
+#: from 10; 128 is two and a half times the larger
+TRUSTED_STORE_PAGES = 128
+#: how often (seconds) a connection that found a family's tables small asks again, when it runs
+#: one of that family's StatsPlan statements (one round trip, while the tables are small)
+STATS_RECHECK = 60.0
 
 
-def needs_pooler_check(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
-    """Whether the driver still has to find out if a pooling proxy sits between this connection
-    and Postgres (once per connection that would prepare statements).
+def needs_first_check(
+    conn: Connection[Any] | AsyncConnection[Any], query: bytes | None = None
+) -> bool:
+    """Whether the driver must run the first-use check on this connection before ``query``: once
+    per connection that would prepare (the pooler check, and the statistics check with it), and
+    again for a StatsPlan whose family's tables were small ``STATS_RECHECK`` seconds ago or
+    more.
 
     Behind PgBouncer in transaction mode (before 1.21, or without ``max_prepared_statements``) a
     statement prepared on one server session is later sent to another, which fails, or which holds
@@ -57,7 +76,53 @@ def needs_pooler_check(conn: Connection[Any] | AsyncConnection[Any]) -> bool:
     connection stops preparing (``prepare_threshold = None``), before it prepared anything. A
     connection that takes no attribute is checked once per operation instead.
     """
-    return conn.prepare_threshold is not None and not getattr(conn, _POOLER_CHECKED, False)
+    if conn.prepare_threshold is None:
+        return False
+    if not getattr(conn, _POOLER_CHECKED, False):
+        return True
+    if not isinstance(query, StatsPlan):
+        return False
+    found = _found(conn, query.schema)
+    return found is None or (
+        not found[1 + query.family] and time.monotonic() - found[0] >= STATS_RECHECK
+    )
+
+
+def _found(
+    conn: Connection[Any] | AsyncConnection[Any], schema: str
+) -> tuple[float, bool, bool] | None:
+    """What the connection's last statistics check of ``schema`` found (None: never checked)."""
+    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    return None if found is None else found.get(schema)
+
+
+def first_check_params() -> dict[str, int]:
+    """The parameters of the ``first_check`` statement."""
+    return {"pages": TRUSTED_PAGES, "store_pages": TRUSTED_STORE_PAGES}
+
+
+def record_stats(
+    conn: Connection[Any] | AsyncConnection[Any], schema: str, checkpoints: bool, store: bool
+) -> None:
+    """What the check found in ``schema``: whether the checkpoint tables and the store's are
+    large enough (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``) for this connection to prepare
+    their StatsPlan statements."""
+    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    if found is None:
+        found = {}
+        with contextlib.suppress(AttributeError):
+            setattr(conn, _STATS, found)
+    found[schema] = (time.monotonic(), bool(checkpoints), bool(store))
+
+
+def stats_trusted(conn: Connection[Any] | AsyncConnection[Any], query: bytes) -> bool:
+    """Whether ``query``, a StatsPlan, may be prepared on ``conn``: its check found the family's
+    tables large. Never checked (a connection in the caller's transaction from its first use, a
+    connection behind a pooler): no."""
+    if not isinstance(query, StatsPlan):
+        return False
+    found = _found(conn, query.schema)
+    return found is not None and found[1 + query.family] is True
 
 
 def mark_pooler_checked(conn: Connection[Any] | AsyncConnection[Any]) -> None:
@@ -269,10 +334,25 @@ def timeout_error(pool: Any, waited: float, cause: BaseException) -> ConnectionT
 LOST_RACE = "LG001"
 
 
-def prepare_flag(query: bytes) -> bool | None:
+def prepare_flag(query: bytes, conn: Connection[Any] | AsyncConnection[Any]) -> bool | None:
     """execute()'s ``prepare``: False for a CustomPlan (planned for each call's parameters: list()
-    across threads), else the connection's prepare_threshold decides."""
-    return False if type(query) is CustomPlan else None
+    across threads) and for a StatsPlan on a connection that did not find its tables large; else
+    the connection's prepare_threshold decides."""
+    kind = type(query)
+    if kind is bytes:
+        return None
+    if kind is CustomPlan:
+        return False
+    return None if stats_trusted(conn, query) else False
+
+
+def uses_function(query: bytes, conn: Connection[Any] | AsyncConnection[Any]) -> bool:
+    """Whether a call that carries the call of our function (``Call.unprepared``) sends it rather
+    than ``query``: on a connection that prepares nothing, and for a StatsPlan (get_tuple) on one
+    that did not find its tables large (the function's plans stay on the indexes)."""
+    return conn.prepare_threshold is None or (
+        isinstance(query, StatsPlan) and not stats_trusted(conn, query)
+    )
 
 
 def figures(state: State, pool: Any) -> dict[str, Any]:

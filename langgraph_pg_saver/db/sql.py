@@ -41,8 +41,66 @@ class CustomPlan(bytes):
 #: made once by a session while the tables were small (after statistics of empty tables), would
 #: keep a sequential scan of the tables as they grow (docs/performance.md, "Statistics of empty
 #: tables"): delete_thread (0.03 ms to plan), put_orphan (a put whose parent is not stored),
-#: pending_sends (checkpoints of format below 4)
-PLANNED_PER_CALL = frozenset({"delete_thread", "put_orphan", "pending_sends"})
+#: pending_sends (checkpoints of format below 4); and the store's search and list_namespaces,
+#: whose generic plan scans at any size (a namespace prefix that may be NULL, a LIKE pattern
+#: given as a parameter: nothing an index can take until the values are known)
+PLANNED_PER_CALL = frozenset(
+    {"delete_thread", "put_orphan", "pending_sends", "store_search", "store_prefixes"}
+)
+
+
+class StatsPlan(bytes):
+    """A statement prepared only on a connection that found its family's tables large enough for
+    a generic plan made on them to stay on the indexes (``db/policy.stats_trusted``); elsewhere
+    sent unprepared, so planned per call at the tables' size then (docs/performance.md,
+    "Statistics of empty tables"). ``family`` indexes the check's answer: 0 the checkpoint
+    tables, 1 the store's; ``schema``: whose tables (a pool may serve savers of several)."""
+
+    family = 0
+    schema = DEFAULT_SCHEMA
+
+
+class StoreStatsPlan(StatsPlan):
+    """A StatsPlan of the store's table (pgsaver_store)."""
+
+    family = 1
+
+
+#: the hot statements whose generic plan, made while the tables were small, would keep a scan of
+#: them as they grow: prepared only on a connection that found the tables large (StatsPlan);
+#: get_tuple's call its function there instead (cached plans under enable_seqscan = off)
+PLANNED_BY_STATS = {
+    **dict.fromkeys(
+        (
+            "get_tuple",
+            "get_tuple_id",
+            "read_tuples",
+            "read_tuples_per_ns",
+            "read_tuples_keys",
+            "read_tuples_recent",
+            "list_keys",
+            "list_keys_recent",
+        ),
+        StatsPlan,
+    ),
+    **dict.fromkeys(
+        ("store_get", "store_refresh", "store_delete"),
+        StoreStatsPlan,
+    ),
+}
+
+
+def _kind(name: str, text: bytes, schema: str) -> bytes:
+    """``text`` as the bytes subclass that tells the driver how to prepare statement ``name``
+    of ``schema``."""
+    if name in PLANNED_PER_CALL:
+        return CustomPlan(text)
+    kind = PLANNED_BY_STATS.get(name)
+    if kind is None:
+        return text
+    plan = kind(text)
+    plan.schema = schema
+    return plan
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
@@ -182,9 +240,7 @@ class Queries:
             if _PLACEHOLDER_RE.search(text):
                 self._templates[name] = text
             else:
-                self._rendered[name] = (
-                    CustomPlan(text.encode()) if name in PLANNED_PER_CALL else text.encode()
-                )
+                self._rendered[name] = _kind(name, text.encode(), self.schema)
         self._cache: dict[tuple[object, ...], bytes] = {}
 
     def _include(self, name: str, raw: dict[str, str], stack: tuple[str, ...]) -> str:
@@ -225,10 +281,7 @@ class Queries:
         key = (name, *slots.items())
         cached = self._cache.get(key)
         if cached is None:
-            cached = self._render(name, slots)
-            if name in PLANNED_PER_CALL:
-                cached = CustomPlan(cached)
-            self._cache[key] = cached
+            cached = self._cache[key] = _kind(name, self._render(name, slots), self.schema)
         return cached
 
     def _render(self, name: str, slots: dict[str, Any]) -> bytes:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph_pg_saver.db.policy import prepare_flag
+from langgraph_pg_saver.db.sql import StatsPlan
 from langgraph_pg_saver.errors import InvalidInputError
 
 Rows = list[tuple[Any, ...]]
@@ -48,6 +50,18 @@ class Step:
 
 
 Steps = Generator[Step, Rows, Any]
+
+
+def first_query(step: Step) -> bytes:
+    """The statement of ``step`` that decides its connection's first-use check: its first
+    StatsPlan (a store batch's delete), else none."""
+    return next((s.query for s in step.statements if isinstance(s.query, StatsPlan)), b"")
+
+
+def prepare(stmt: Stmt, conn: Any) -> bool | None:
+    """execute()'s ``prepare`` for ``stmt`` on ``conn``: its own, and for ``None`` what the
+    driver's policy says for the statement (``policy.prepare_flag``)."""
+    return stmt.prepare if stmt.prepare is not None else prepare_flag(stmt.query, conn)
 
 
 def lock_timeout_param(seconds: float) -> str:
