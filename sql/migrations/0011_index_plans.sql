@@ -55,8 +55,8 @@ $fn$;
 -- get_delta_channel_history's statement (queries.sql: delta_history) as a function, for the same
 -- reason: it is prepared on a direct connection, and LangGraph sends it whenever it loads a
 -- checkpoint of a graph with DeltaChannels; planned once per session under enable_seqscan = off,
--- its walk stays on the primary keys. Its two queries are that statement as of this migration with
--- the target chosen by p_id (NULL: the namespace's latest checkpoint), returning the same rows in
+-- its walk stays on the primary keys. Its query is that statement as of this migration, with
+-- the target chosen first by p_id (NULL: the namespace's latest checkpoint), returning the same rows in
 -- the same order; a later change to the statement needs a migration that replaces this function
 -- too (tests/test_stale_plans.py compares both). Hash and merge joins are off as well: the walk's
 -- join of the writes is a plain join, which a plan made on small tables hashed, reading every write
@@ -76,119 +76,70 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $fn$
 #variable_conflict use_column
+DECLARE
+    v_parent text;
 BEGIN
+    -- the target (STABLE: every statement here reads the snapshot of the call)
     IF p_id IS NULL THEN
-        RETURN QUERY
-        WITH RECURSIVE target AS (
-            SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id
-            FROM {schema}.pgsaver_checkpoints AS c
-            WHERE c.thread_id = p_thread AND c.checkpoint_ns = p_ns
-            ORDER BY c.checkpoint_id DESC
-            LIMIT 1
-        ), walk AS (
-            SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
-                   0 AS depth, w.needing AS wanted,
-                   ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT (coalesce((
-            SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
-            WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
-              AND b.channel = k AND b.version = x.channel_versions ->> k
-        ), false))) COLLATE "C" AS remaining
-            FROM target AS t
-            CROSS JOIN (SELECT p_channels COLLATE "C" AS needing OFFSET 0) AS w
-            JOIN {schema}.pgsaver_checkpoints AS x
-              ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
-             AND x.checkpoint_id = t.parent_checkpoint_id
-            UNION ALL
-            SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
-                   w.depth + 1, w.remaining,
-                   ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT (coalesce((
-            SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
-            WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
-              AND b.channel = k AND b.version = x.channel_versions ->> k
-        ), false))) COLLATE "C"
-            FROM walk AS w
-            JOIN {schema}.pgsaver_checkpoints AS x
-              ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
-             AND x.checkpoint_id = w.parent_checkpoint_id
-            WHERE cardinality(w.remaining) > 0
-              AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
-        )
-        SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob,
-               w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::text AS version
-        FROM walk AS w
-        JOIN {schema}.pgsaver_writes AS wr
-          ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
-        WHERE wr.channel = ANY (w.wanted)
-        UNION ALL
-        SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob,
-               w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.channel_versions ->> ch.name
-        FROM walk AS w
-        CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
-        CROSS JOIN LATERAL (
-            SELECT bl.type, bl.blob
-            FROM {schema}.pgsaver_blobs AS bl
-            WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
-              AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
-              AND NOT (ch.name = ANY (w.remaining))  -- only channels whose walk stops here
-            OFFSET 0
-        ) AS s
-        ORDER BY 1, 2 DESC, 3, 4, 5;
+        SELECT c.parent_checkpoint_id INTO v_parent
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = p_thread AND c.checkpoint_ns = p_ns
+        ORDER BY c.checkpoint_id DESC
+        LIMIT 1;
     ELSE
-        RETURN QUERY
-        WITH RECURSIVE target AS (
-            SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id
-            FROM {schema}.pgsaver_checkpoints AS c
-            WHERE c.thread_id = p_thread AND c.checkpoint_ns = p_ns AND c.checkpoint_id = p_id
-            ORDER BY c.checkpoint_id DESC
-            LIMIT 1
-        ), walk AS (
-            SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
-                   0 AS depth, w.needing AS wanted,
-                   ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT (coalesce((
-            SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
-            WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
-              AND b.channel = k AND b.version = x.channel_versions ->> k
-        ), false))) COLLATE "C" AS remaining
-            FROM target AS t
-            CROSS JOIN (SELECT p_channels COLLATE "C" AS needing OFFSET 0) AS w
-            JOIN {schema}.pgsaver_checkpoints AS x
-              ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
-             AND x.checkpoint_id = t.parent_checkpoint_id
-            UNION ALL
-            SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
-                   w.depth + 1, w.remaining,
-                   ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT (coalesce((
-            SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
-            WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
-              AND b.channel = k AND b.version = x.channel_versions ->> k
-        ), false))) COLLATE "C"
-            FROM walk AS w
-            JOIN {schema}.pgsaver_checkpoints AS x
-              ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
-             AND x.checkpoint_id = w.parent_checkpoint_id
-            WHERE cardinality(w.remaining) > 0
-              AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
-        )
-        SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob,
-               w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::text AS version
-        FROM walk AS w
-        JOIN {schema}.pgsaver_writes AS wr
-          ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
-        WHERE wr.channel = ANY (w.wanted)
-        UNION ALL
-        SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob,
-               w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.channel_versions ->> ch.name
-        FROM walk AS w
-        CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
-        CROSS JOIN LATERAL (
-            SELECT bl.type, bl.blob
-            FROM {schema}.pgsaver_blobs AS bl
-            WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
-              AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
-              AND NOT (ch.name = ANY (w.remaining))  -- only channels whose walk stops here
-            OFFSET 0
-        ) AS s
-        ORDER BY 1, 2 DESC, 3, 4, 5;
+        SELECT c.parent_checkpoint_id INTO v_parent
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = p_thread AND c.checkpoint_ns = p_ns AND c.checkpoint_id = p_id;
     END IF;
+    IF v_parent IS NULL THEN
+        RETURN;  -- no such checkpoint, or one without a parent: no history
+    END IF;
+    RETURN QUERY
+    WITH RECURSIVE walk AS (
+        SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
+               0 AS depth, w.needing AS wanted,
+               ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT (coalesce((
+        SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
+        WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
+          AND b.channel = k AND b.version = x.channel_versions ->> k
+    ), false))) COLLATE "C" AS remaining
+        FROM (SELECT p_channels COLLATE "C" AS needing OFFSET 0) AS w
+        JOIN {schema}.pgsaver_checkpoints AS x
+          ON x.thread_id = p_thread AND x.checkpoint_ns = p_ns AND x.checkpoint_id = v_parent
+        UNION ALL
+        SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
+               w.depth + 1, w.remaining,
+               ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT (coalesce((
+        SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
+        WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
+          AND b.channel = k AND b.version = x.channel_versions ->> k
+    ), false))) COLLATE "C"
+        FROM walk AS w
+        JOIN {schema}.pgsaver_checkpoints AS x
+          ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
+         AND x.checkpoint_id = w.parent_checkpoint_id
+        WHERE cardinality(w.remaining) > 0
+          AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
+    )
+    SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type, wr.blob,
+           w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::text AS version
+    FROM walk AS w
+    JOIN {schema}.pgsaver_writes AS wr
+      ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
+    WHERE wr.channel = ANY (w.wanted)
+    UNION ALL
+    SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob,
+           w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.channel_versions ->> ch.name
+    FROM walk AS w
+    CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
+    CROSS JOIN LATERAL (
+        SELECT bl.type, bl.blob
+        FROM {schema}.pgsaver_blobs AS bl
+        WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
+          AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
+          AND NOT (ch.name = ANY (w.remaining))  -- only channels whose walk stops here
+        OFFSET 0
+    ) AS s
+    ORDER BY 1, 2 DESC, 3, 4, 5;
 END
 $fn$;
