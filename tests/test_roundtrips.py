@@ -8,6 +8,14 @@ from helpers import checkpoint, config, traced
 from psycopg.rows import dict_row
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver
+from langgraph_pg_saver.db import policy
+
+
+@pytest.fixture(autouse=True)
+def _no_statistics_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables here are tiny, so a connection asks again whether they grew every
+    STATS_RECHECK seconds: not within these counts, however slow the machine."""
+    monkeypatch.setattr(policy, "STATS_RECHECK", 3600.0)
 
 
 @pytest.mark.parametrize("autocommit", [True, False])

@@ -438,6 +438,7 @@ def test_a_connection_prepares_once_the_tables_are_large(
     """On small tables list() and get_tuple are not prepared (get_tuple calls its function);
     once the tables are large, the connection's next check (after STATS_RECHECK) lets them be
     prepared, and their generic plans, made on the large tables, are on the indexes."""
+    monkeypatch.setattr(policy, "STATS_RECHECK", 3600.0)  # no recheck until the test says so
     with PostgresSaver.from_conn_string(
         analyzed_empty, min_size=1, max_size=1, prepare_threshold=0
     ) as saver:

@@ -57,8 +57,10 @@ TRUSTED_PAGES = 32
 #: from 10; 128 is two and a half times the larger
 TRUSTED_STORE_PAGES = 128
 #: how often (seconds) a connection that found a family's tables small asks again, when it runs
-#: one of that family's StatsPlan statements (one round trip, while the tables are small)
-STATS_RECHECK = 60.0
+#: one of that family's StatsPlan statements (one round trip, while the tables are small: a busy
+#: connection pays it once per 5 s, an idle one not at all); short, so that a service started on
+#: empty tables that fills them quickly (a load, a benchmark) prepares within seconds
+STATS_RECHECK = 5.0
 
 
 def needs_first_check(
