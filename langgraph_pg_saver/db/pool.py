@@ -117,7 +117,9 @@ class Reconnect:
         if self.failures == 0:
             self.give_up_at = now + self.timeout
         if not self.probe:
-            ceiling = min(RECONNECT_OTHERS_MAX_DELAY, 2.0**self.failures)
+            # (the exponent capped: 2.0 ** 1024 overflows, after some 2.5 hours of failures
+            # under a long reconnect_timeout)
+            ceiling = min(RECONNECT_OTHERS_MAX_DELAY, 2.0 ** min(self.failures, 16))
         elif self.failures < len(_RECONNECT_DELAYS):
             ceiling = _RECONNECT_DELAYS[self.failures]
         else:

@@ -98,3 +98,16 @@ def test_an_attempt_rerun_before_its_last_run_ended_is_not_taken_for_waiting() -
     copies = pool.done(b, 1)  # b connects: a is still trying, so no copy of it
     assert copies == []
     assert pool.start(a, False, 300.0) is a  # nor is a's own run skipped
+
+
+def test_the_others_keep_their_pace_through_any_number_of_failures() -> None:
+    """A pool's other attempts under a long ``reconnect_timeout`` (one that never gives up):
+    their doubling stops at the cap, and never overflows (2.0 ** 1024 does)."""
+    from langgraph_pg_saver.db.pool import RECONNECT_OTHERS_MAX_DELAY
+
+    attempt = Reconnect(timeout=float("inf"))
+    attempt.probe = False
+    attempt.failures = 2000
+    attempt.give_up_at = float("inf")
+    attempt.update_delay(1000.0)
+    assert 0.75 * RECONNECT_OTHERS_MAX_DELAY <= attempt.delay <= RECONNECT_OTHERS_MAX_DELAY
