@@ -331,8 +331,10 @@ class ReadOnlyError(PgSaverError):
             detail = f" ({cause})" if cause else ""
             kind = {
                 True: "a hot standby, which replays the primary's changes and serves only reads",
-                False: "a primary whose database or role sets default_transaction_read_only",
-                None: "a hot standby or read replica, or a database or role with "
+                False: "a primary whose database, role or session sets "
+                "default_transaction_read_only",
+                None: "a hot standby or read replica, a read-only transaction of the caller's "
+                "(BEGIN READ ONLY, SET TRANSACTION READ ONLY), or a database or role with "
                 "default_transaction_read_only",
             }[standby]
             why = f"{what}: {server} is read-only: {kind}{detail}; nothing was written."

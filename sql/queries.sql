@@ -1233,6 +1233,11 @@ SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
         ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
 
 -- name: copy_checkpoints_batch
+-- The source's checkpoints copied are locked FOR KEY SHARE until the copy commits: delete_thread
+-- takes no advisory lock, and one of the source that committed between this batch and the writes'
+-- and values' batches would leave the copy with checkpoints whose values and writes are gone. It
+-- now waits for the copy (its deletes of values and writes, not committed, are still seen by the
+-- later batches); one that deleted first is waited for, and its rows are not copied.
 WITH picked AS MATERIALIZED (
     SELECT c.*
     FROM {schema}.pgsaver_checkpoints AS c
@@ -1242,6 +1247,7 @@ WITH picked AS MATERIALIZED (
               > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
     ORDER BY c.checkpoint_ns, c.checkpoint_id
     LIMIT %(batch)s
+    FOR KEY SHARE OF c
 ), copied AS (
     INSERT INTO {schema}.pgsaver_checkpoints (
         thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, checkpoint,

@@ -10,6 +10,7 @@ the (k+1)-th is rolled back, as when a deploy, a crash or Ctrl-C ends a job betw
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 from typing import Any
@@ -497,3 +498,60 @@ def test_a_checkpoint_of_format_below_4_keeps_the_parent_it_reads_its_sends_from
     with pytest.raises(DeltaDependencyError):
         saver.delete_for_runs(["made-parent"])
     assert saver.get_tuple(child) == before
+
+
+def test_a_delete_of_the_source_during_a_copy_never_leaves_a_copy_without_its_values(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """copy_thread's batches read the source with snapshots of their own, and delete_thread takes
+    no advisory lock: a delete of the source that ran between the checkpoints' batch and the
+    values' batches left the copy with every checkpoint and none of its values or writes (an
+    empty state). The copy now holds the source's checkpoints until it commits: the delete waits,
+    and the copy reads as the source did."""
+    from graphs import two_nodes
+
+    from langgraph_pg_saver.checkpoint import lifecycle
+
+    with (
+        PostgresSaver.from_conn_string(db_dsn) as saver,
+        PostgresSaver.from_conn_string(db_dsn) as other,
+    ):
+        graph = two_nodes().compile(checkpointer=saver)
+        for i in range(3):
+            graph.invoke({"foo": f"x{i}", "bar": []}, cfg("src"))
+        want = graph.get_state(cfg("src")).values
+        assert want
+        deleter: list[threading.Thread] = []
+        original = lifecycle._in_batches
+
+        def in_batches(queries: Any, params: Any, batch: int, counts: Any, last: Any) -> Any:
+            step = original(queries, params, batch, counts, last)
+            if queries[0] is not saver._q["copy_checkpoints_batch"] or step.then is None:
+                return step
+            then = step.then
+
+            def after_checkpoints(rows: Any) -> Any:
+                if not deleter:  # another worker deletes the source now
+                    thread = threading.Thread(target=other.delete_thread, args=("src",))
+                    thread.start()
+                    deleter.append(thread)
+                    with psycopg.connect(db_dsn, autocommit=True) as watch:
+                        for _ in range(2000):  # until it is done, or waits for this copy
+                            waiting = watch.execute(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                "current_database() AND wait_event_type = 'Lock'"
+                            ).fetchone()
+                            if not thread.is_alive() or (waiting and waiting[0]):
+                                break
+                            thread.join(0.01)
+                return then(rows)
+
+            return dataclasses.replace(step, then=after_checkpoints)
+
+        monkeypatch.setattr(lifecycle, "_in_batches", in_batches)
+        report = saver.copy_thread("src", "dst")
+        monkeypatch.setattr(lifecycle, "_in_batches", original)
+        deleter[0].join()
+        assert saver.get_tuple(cfg("src")) is None  # the delete ran, after the copy
+        assert report.blobs > 0
+        assert graph.get_state(cfg("dst")).values == want

@@ -6,6 +6,7 @@ missing parent, a put stored again, many channels, a guarded put) behave the sam
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -214,3 +215,44 @@ def test_a_schema_without_the_parent_check_falls_back_to_the_inline_check(
         lost = config("old", "nope")
         with pytest.raises(ParentCheckpointMissingError):
             saver.put(lost, checkpoint({"a": 3}, {"a": 3, "b": 1}), {}, {"a": 3})
+
+
+def test_delta_history_without_the_function_or_its_execute_sends_the_statement(
+    db_dsn: str,
+) -> None:
+    """get_delta_channel_history calls migration 0011's pgsaver_delta_history; a role that may not
+    execute it reads the same through the statement (as put and get_tuple fall back), and a
+    schema without it, inside the caller's transaction, raises the missing function (not the
+    aborted transaction's error) and reads through the statement in the next one."""
+    cfg = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
+    role = f"lgps_delta_{uuid.uuid4().hex[:10]}"
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        graph = delta_chat().compile(checkpointer=saver)
+        for i in range(4):
+            graph.invoke({"messages": [f"hi{i}"]}, {"configurable": {"thread_id": "d"}})
+        want = saver.get_delta_channel_history(config=cfg, channels=["messages"])
+    assert want
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{role}"'
+        )
+        admin.execute(
+            "REVOKE EXECUTE ON FUNCTION pgsaver_delta_history(text, text, text, text[]) FROM PUBLIC"
+        )
+    try:
+        with PostgresSaver.from_conn_string(f"{db_dsn} user={role}") as saver:
+            assert saver.get_delta_channel_history(config=cfg, channels=["messages"]) == want
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute("DROP FUNCTION pgsaver_delta_history(text, text, text, text[])")
+        with psycopg.connect(db_dsn) as conn:
+            saver = PostgresSaver(conn)
+            conn.execute("SELECT 1")  # the caller's transaction
+            with pytest.raises(psycopg.errors.UndefinedFunction):
+                saver.get_delta_channel_history(config=cfg, channels=["messages"])
+            conn.rollback()
+            assert saver.get_delta_channel_history(config=cfg, channels=["messages"]) == want
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')

@@ -428,6 +428,34 @@ def test_a_read_only_database_on_a_primary(db_dsn: str) -> None:
         assert saver.get_tuple(config("t")) is None
 
 
+def test_a_refresh_refused_inside_the_callers_transaction_is_raised(db_dsn: str) -> None:
+    """A store on the caller's connection, inside the caller's read-only transaction: the TTL
+    refresh the server refuses aborts that transaction, so the read raises rather than return
+    as if nothing happened (and the store does not take the server for a standby)."""
+    with PostgresStore.from_conn_string(db_dsn, ttl=TTL) as store:
+        store.put(("a",), "k", {"v": 1})
+    with psycopg.connect(db_dsn) as conn:
+        store = PostgresStore(conn, ttl=TTL)
+        conn.execute("SET TRANSACTION READ ONLY")
+        with pytest.raises(ReadOnlyError):
+            store.get(("a",), "k")
+        conn.rollback()
+        # outside that transaction the refresh runs again at once
+        item = store.get(("a",), "k")
+        assert item is not None
+        assert item.value == {"v": 1}
+        conn.commit()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        # a write there: the error names the caller's read-only transaction among the causes
+        saver = PostgresSaver(conn)
+        conn.execute("SET TRANSACTION READ ONLY")
+        with pytest.raises(ReadOnlyError) as caught:
+            saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
+        assert caught.value.standby is None  # the aborted transaction cannot ask
+        assert "read-only transaction of the caller's" in str(caught.value)
+        conn.rollback()
+
+
 def test_a_failover_that_lost_the_parent_says_so() -> None:
     """Asynchronous replication: the standby is down while the primary acknowledges a checkpoint,
     then the primary dies and the standby is promoted without it. The run's next put names that

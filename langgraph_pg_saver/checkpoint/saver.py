@@ -45,6 +45,7 @@ from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import (
     InvalidInputError,
     ParentCheckpointMissingError,
+    PrivilegeError,
     StatementTimeoutError,
 )
 
@@ -437,10 +438,16 @@ class PostgresSaver(PoolOwner, SaverBase):
             result: Mapping[str, DeltaChannelHistory] = driver.drive(
                 _history.delta_history(self._q, self.serde, config, channels, functions)
             )
-        except UndefinedFunction as exc:  # a schema older than migration 0011
-            if not functions or not function_unusable(exc):
+        except (UndefinedFunction, PrivilegeError) as exc:
+            # a schema older than migration 0011, or a role that may not execute the function
+            # (the driver's PrivilegeError, from psycopg's): the statement instead, as put and
+            # get_tuple do; not inside the caller's transaction, which the failure aborted
+            cause = exc if isinstance(exc, UndefinedFunction) else exc.__cause__
+            if not functions or not isinstance(cause, Exception) or not function_unusable(cause):
                 raise
-            driver._functions_unusable(exc)
+            driver._functions_unusable(cause)
+            if driver.in_caller_transaction():
+                raise  # the next call, in a transaction not aborted, sends the statement
             result = driver.drive(
                 _history.delta_history(self._q, self.serde, config, channels, False)
             )

@@ -102,7 +102,9 @@ class Reconnect:
         #: the one attempt of its pool on the fast schedule (see ``Reconnecting``)
         self.probe = True
         self.growing = False
-        self.running = False
+        #: runs under way: a retry scheduled with (almost) no delay may start on another worker
+        #: before the run that scheduled it has ended
+        self.running = 0
         #: replaced by a copy run at once: its scheduled run does nothing
         self.superseded = False
 
@@ -115,7 +117,9 @@ class Reconnect:
         if self.failures == 0:
             self.give_up_at = now + self.timeout
         if not self.probe:
-            ceiling = min(RECONNECT_OTHERS_MAX_DELAY, 2.0**self.failures)
+            # (the exponent capped: 2.0 ** 1024 overflows, after some 2.5 hours of failures
+            # under a long reconnect_timeout)
+            ceiling = min(RECONNECT_OTHERS_MAX_DELAY, 2.0 ** min(self.failures, 16))
         elif self.failures < len(_RECONNECT_DELAYS):
             ceiling = _RECONNECT_DELAYS[self.failures]
         else:
@@ -153,7 +157,7 @@ class Reconnecting:
             if attempt.superseded:
                 return None
             attempt.growing = growing
-            attempt.running = True
+            attempt.running += 1
             if self._probe is None or self._probe not in self._pending:
                 self._probe = attempt
             attempt.probe = self._probe is attempt
@@ -166,7 +170,7 @@ class Reconnecting:
         if not isinstance(attempt, Reconnect):  # pragma: no cover
             return []
         with self._lock:
-            attempt.running = False
+            attempt.running -= 1
             if attempt.failures > failures:
                 return []  # failed again, rescheduled
             self._pending.discard(attempt)
@@ -174,7 +178,7 @@ class Reconnecting:
                 return []  # gave up, or connected at the first try
             # the waiting ones, not those trying right now (each stands for one connection of
             # the pool's count: two runs of one would add two)
-            waiting = [a for a in self._pending if not a.running]
+            waiting = [a for a in self._pending if a.running == 0]
             copies = []
             for other in waiting:
                 other.superseded = True

@@ -285,7 +285,9 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         """Extend the TTLs of the items a batch read (``refresh_on_read``). Not on a store made
         with ``read_only=True``; on a server that refuses it as read-only (a standby), the read
         stands and the refresh is skipped for ``READ_ONLY_RECHECK`` seconds, then tried again (a
-        standby may have been promoted meanwhile): no round trip is added on a primary."""
+        standby may have been promoted meanwhile): no round trip is added on a primary. Inside a
+        transaction of the caller's (its own connection), the refusal aborted that transaction,
+        so it is raised, as any write's."""
         driver = self._driver
         if driver.read_only:
             return
@@ -299,6 +301,10 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
             )
         except ReadOnlyError as exc:
+            if driver.in_caller_transaction():
+                # the caller's transaction (a read-only one, or on a standby): the refused
+                # UPDATE aborted it, and the caller must know; the server may well be writable
+                raise
             if state.read_only_seen is None:
                 logger.warning(
                     "%s: %s is read-only: reads do not refresh TTLs here (pass read_only=True "

@@ -75,3 +75,39 @@ def test_one_probe_per_pool_and_the_others_run_at_once_when_it_connects() -> Non
     assert pool.start(b, False, 300.0) is None  # b's scheduled run does nothing
     assert pool.start(copies[0], False, 300.0) is copies[0]
     assert copies[0].probe  # the probe connected: the next one to run takes its place
+
+
+def test_an_attempt_rerun_before_its_last_run_ended_is_not_taken_for_waiting() -> None:
+    """A retry scheduled with (almost) no delay (the last one, cut to the give-up time) can start
+    on another worker before the run that scheduled it has ended: it is still running, so a
+    connect of another attempt must not run a copy of it beside it (two connections for one of
+    the pool's count)."""
+    from langgraph_pg_saver.db.pool import Reconnecting
+
+    pool = Reconnecting()
+    now = time.monotonic()
+    a, b = pool.start(None, False, 300.0), pool.start(None, False, 300.0)
+    assert a is not None
+    assert b is not None
+    b.update_delay(now)  # b failed once and waits
+    assert pool.done(b, 0) == []
+    a.update_delay(now)  # a's run fails and reschedules itself at once...
+    assert pool.start(a, False, 300.0) is a  # ...and its rerun starts on another worker
+    assert pool.done(a, 0) == []  # before the first run's end is recorded
+    assert pool.start(b, False, 300.0) is b
+    copies = pool.done(b, 1)  # b connects: a is still trying, so no copy of it
+    assert copies == []
+    assert pool.start(a, False, 300.0) is a  # nor is a's own run skipped
+
+
+def test_the_others_keep_their_pace_through_any_number_of_failures() -> None:
+    """A pool's other attempts under a long ``reconnect_timeout`` (one that never gives up):
+    their doubling stops at the cap, and never overflows (2.0 ** 1024 does)."""
+    from langgraph_pg_saver.db.pool import RECONNECT_OTHERS_MAX_DELAY
+
+    attempt = Reconnect(timeout=float("inf"))
+    attempt.probe = False
+    attempt.failures = 2000
+    attempt.give_up_at = float("inf")
+    attempt.update_delay(1000.0)
+    assert 0.75 * RECONNECT_OTHERS_MAX_DELAY <= attempt.delay <= RECONNECT_OTHERS_MAX_DELAY
