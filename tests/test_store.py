@@ -704,3 +704,30 @@ def test_a_query_without_an_index_is_ignored_as_by_the_official_store(store: Pos
     found = store.search(("q",), query="pizza")
     assert [i.key for i in found] == ["k"]
     assert found[0].score is None
+
+
+async def test_namespaces_given_as_lists_read_as_their_tuples(
+    store: PostgresStore, astore: AsyncPostgresStore
+) -> None:
+    """The official store takes a list of labels wherever it takes a namespace (its own tests
+    call ``search(["test"])`` and batch a SearchOp with a list prefix): so do ours, with the same
+    answers as the tuple; a string is still refused, not read as one-letter labels."""
+    store.put(["users", "alice"], "m1", {"text": "likes tea"})
+    store.put(("users", "bob"), "m2", {"text": "likes coffee"})
+    got = store.get(["users", "alice"], "m1")
+    assert got is not None
+    assert got.namespace == ("users", "alice")
+    assert got.value == {"text": "likes tea"}
+    assert [i.key for i in store.search(["users"])] == [i.key for i in store.search(("users",))]
+    assert {i.key for i in store.search(["users"])} == {"m1", "m2"}
+    (found,) = store.batch([SearchOp(namespace_prefix=["users", "bob"])])  # type: ignore[arg-type]
+    assert [i.key for i in found] == ["m2"]  # type: ignore[union-attr]
+    assert store.list_namespaces(prefix=["users"]) == [("users", "alice"), ("users", "bob")]  # type: ignore[arg-type]
+    assert await astore.aget(["users", "bob"], "m2") is not None
+    assert [i.key for i in await astore.asearch(["users", "alice"])] == ["m1"]
+    store.delete(["users", "alice"], "m1")
+    assert store.get(("users", "alice"), "m1") is None
+    with pytest.raises(InvalidNamespaceError, match="tuple \\(or list\\) of strings"):
+        store.search("users")  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError, match="'\\.'"):
+        store.put(["a.b"], "k", {"a": 1})

@@ -36,10 +36,14 @@ OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
 def check_namespace(namespace: object, what: str = "namespace", *, empty: bool = False) -> str:
-    """A namespace as stored: its labels joined by '.'; ``empty``: () is allowed (a prefix)."""
-    if not isinstance(namespace, tuple):
+    """A namespace as stored: its labels joined by '.'; ``empty``: () is allowed (a prefix).
+
+    A list of labels is taken as the tuple of the same labels, as the official store takes it
+    (``search(["users"])``); a string is refused, not read as a sequence of one-letter labels."""
+    if not isinstance(namespace, (tuple, list)):
         raise InvalidNamespaceError(
-            f"{what} must be a tuple of strings, not {type(namespace).__name__}: {namespace!r}"
+            f"{what} must be a tuple (or list) of strings, not {type(namespace).__name__}: "
+            f"{namespace!r}"
         )
     if not namespace and not empty:
         raise InvalidNamespaceError(f"{what} cannot be empty")
