@@ -1916,12 +1916,14 @@ WHERE s.prefix = %(prefix)s AND s.key = ANY (%(keys)b::text[])
   AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT %(omit_expired)s)
 
 -- name: store_refresh
--- The TTL of items read starts again (refresh_on_read); expired ones stay expired.
+-- The TTL of items read starts again (refresh_on_read). Expired ones (not swept yet) stay expired
+-- where reads omit them (omit_expired); where reads return them, the read revives them, as
+-- LangGraph's contract has it.
 UPDATE {schema}.pgsaver_store AS s
 SET expires_at = now() + s.ttl_minutes * interval '1 minute'
 FROM unnest(%(prefixes)b::text[], %(keys)b::text[]) AS r(prefix, key)
 WHERE s.prefix = r.prefix AND s.key = r.key AND s.ttl_minutes IS NOT NULL
-  AND s.expires_at > now()
+  AND (s.expires_at > now() OR NOT %(omit_expired)s)
 
 -- name: store_put
 -- Items stored (the last put of a key in a batch wins, chosen by the client); created_at stays,
@@ -2081,7 +2083,7 @@ WITH nearest AS MATERIALIZED (
     FROM best AS b
     JOIN {schema}.pgsaver_store AS s ON s.prefix = b.prefix AND s.key = b.key
     WHERE (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
-      AND (s.expires_at IS NULL OR s.expires_at > now())
+      AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT %(omit_expired)s)
     ORDER BY b.distance, s.prefix, s.key
     -- when the prefilter is exact, only the rows asked for travel (NULL: every candidate)
     LIMIT %(rows)s
@@ -2105,7 +2107,7 @@ SELECT s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.tt
 FROM {schema}.pgsaver_store AS s
 WHERE (%(prefix)s::text IS NULL OR s.prefix = %(prefix)s OR s.prefix LIKE %(below)s)
   AND (%(filter)s::jsonb IS NULL OR s.value @> %(filter)s::jsonb)
-  AND (s.expires_at IS NULL OR s.expires_at > now())
+  AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT %(omit_expired)s)
   AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
                   WHERE v.prefix = s.prefix AND v.key = s.key)
 ORDER BY s.updated_at DESC, s.prefix, s.key

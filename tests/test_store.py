@@ -341,8 +341,10 @@ def test_the_same_answers_as_in_memory_store(store: PostgresStore, ops: list[Any
 # --------------------------------------------------------------------------- TTL
 
 
-def test_ttl_expired_items_are_never_returned_and_reads_refresh(db_dsn: str) -> None:
-    ttl = {"default_ttl": 0.02, "refresh_on_read": True}  # 1.2 s
+def test_ttl_with_omit_expired_expired_items_are_never_returned_and_reads_refresh(
+    db_dsn: str,
+) -> None:
+    ttl = {"default_ttl": 0.02, "refresh_on_read": True, "omit_expired": True}  # 1.2 s
     with PostgresStore.from_conn_string(db_dsn, ttl=ttl) as store:  # type: ignore[arg-type]
         store.put(("t",), "short", {"v": 1})
         store.put(("t",), "forever", {"v": 2}, ttl=None)
@@ -368,6 +370,38 @@ def test_ttl_expired_items_are_never_returned_and_reads_refresh(db_dsn: str) -> 
         item = store.get(("t",), "short")
         assert item is not None
         assert item.value == {"v": 9}
+
+
+def test_ttl_by_default_expired_items_come_back_until_swept_and_a_read_revives_them(
+    db_dsn: str,
+) -> None:
+    """LangGraph's contract (TTLConfig.omit_expired, False unless set): an item whose TTL ran
+    out but that no sweep deleted yet is still returned by get, search and list_namespaces, and a
+    read that refreshes gives it a new TTL; one read without refresh leaves it expired, so the
+    sweep deletes it."""
+    ttl = {"default_ttl": 0.01, "refresh_on_read": True}  # 0.6 s
+    with (
+        PostgresStore.from_conn_string(db_dsn, ttl=ttl) as store,  # type: ignore[arg-type]
+        PostgresStore.from_conn_string(db_dsn, ttl={**ttl, "omit_expired": True}) as strict,  # type: ignore[arg-type]
+    ):
+        store.put(("t",), "revived", {"v": 1})
+        store.put(("t",), "left", {"v": 2})
+        time.sleep(1.0)  # both expired, not swept
+        assert strict.get(("t",), "revived") is None
+        assert strict.search(("t",)) == []
+        assert strict.list_namespaces() == []
+        assert {i.key for i in store.search(("t",), refresh_ttl=False)} == {"revived", "left"}
+        assert store.list_namespaces() == [("t",)]
+        left = store.get(("t",), "left", refresh_ttl=False)
+        assert left is not None
+        assert left.value == {"v": 2}
+        revived = store.get(("t",), "revived")  # refreshes: a new TTL
+        assert revived is not None
+        assert revived.value == {"v": 1}
+        assert [i.key for i in strict.search(("t",))] == ["revived"]
+        assert store.sweep_ttl() == 1
+        with psycopg.connect(db_dsn) as conn:
+            assert conn.execute("SELECT key FROM pgsaver_store").fetchall() == [("revived",)]
 
 
 def test_one_sweep_at_a_time_across_workers(db_dsn: str) -> None:

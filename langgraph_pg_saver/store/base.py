@@ -104,6 +104,13 @@ class StoreBase(BaseStore):
             return None if not self.ttl_config else self.ttl_config.get("default_ttl")
         return _store.check_ttl(ttl)
 
+    @property
+    def _omit_expired(self) -> bool:
+        """Whether reads leave out items whose TTL ran out but no sweep deleted yet: the TTL
+        config's ``omit_expired`` (LangGraph's contract: False unless set). Left in, they come
+        back, and a read's refresh gives them a new TTL (as the official store does)."""
+        return bool(self.ttl_config and self.ttl_config.get("omit_expired", False))
+
     def _refresh(self, refresh_ttl: bool | None) -> bool:
         if refresh_ttl is not None:
             return bool(refresh_ttl)

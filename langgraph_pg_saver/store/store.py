@@ -221,7 +221,8 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         for prefix, wanted in plan.gets.items():
             keys = sorted({key for _, key, _ in wanted})
             rows = self._driver.fetch_all(
-                q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
+                q["store_get"],
+                {"prefix": prefix, "keys": keys, "omit_expired": self._omit_expired},
             )
             found = {row[at_key]: row for row in rows}
             for i, key, refreshing in wanted:
@@ -275,7 +276,11 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         try:
             driver.execute(
                 self._q["store_refresh"],
-                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
+                {
+                    "prefixes": [p for p, _ in refresh],
+                    "keys": [k for _, k in refresh],
+                    "omit_expired": self._omit_expired,
+                },
             )
         except ReadOnlyError as exc:
             if driver.in_caller_transaction():
@@ -299,7 +304,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             "prefix": prefix,
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
-            "omit_expired": True,
+            "omit_expired": self._omit_expired,
         }
         at_exact = ItemRow.VALUE_EXACT
         if flt.exact and not op.offset:
@@ -350,6 +355,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
             "query": query,
+            "omit_expired": self._omit_expired,
         }
         exact = flt.exact
         deep = False  # the ANN scan told to go on past the rows the namespace filter drops
@@ -436,7 +442,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             {
                 "prefix": prefix,
                 "below": None if prefix is None else _store.below(prefix),
-                "omit_expired": True,
+                "omit_expired": self._omit_expired,
             },
         )
         at_prefix = PrefixRow.PREFIX

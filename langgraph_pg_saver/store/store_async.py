@@ -244,7 +244,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         for prefix, wanted in plan.gets.items():
             keys = sorted({key for _, key, _ in wanted})
             rows = await self._driver.fetch_all(
-                q["store_get"], {"prefix": prefix, "keys": keys, "omit_expired": True}
+                q["store_get"],
+                {"prefix": prefix, "keys": keys, "omit_expired": self._omit_expired},
             )
             found = {row[at_key]: row for row in rows}
             for i, key, refreshing in wanted:
@@ -298,7 +299,11 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         try:
             await driver.execute(
                 self._q["store_refresh"],
-                {"prefixes": [p for p, _ in refresh], "keys": [k for _, k in refresh]},
+                {
+                    "prefixes": [p for p, _ in refresh],
+                    "keys": [k for _, k in refresh],
+                    "omit_expired": self._omit_expired,
+                },
             )
         except ReadOnlyError as exc:
             if driver.in_caller_transaction():
@@ -322,7 +327,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "prefix": prefix,
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
-            "omit_expired": True,
+            "omit_expired": self._omit_expired,
         }
         at_exact = ItemRow.VALUE_EXACT
         if flt.exact and not op.offset:
@@ -373,6 +378,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
             "query": query,
+            "omit_expired": self._omit_expired,
         }
         exact = flt.exact
         deep = False  # the ANN scan told to go on past the rows the namespace filter drops
@@ -462,7 +468,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             {
                 "prefix": prefix,
                 "below": None if prefix is None else _store.below(prefix),
-                "omit_expired": True,
+                "omit_expired": self._omit_expired,
             },
         )
         at_prefix = PrefixRow.PREFIX
