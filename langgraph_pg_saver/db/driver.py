@@ -86,6 +86,9 @@ CLOSE_TIMEOUT = 5.0
 OPEN_FAILED_CLOSE = 1.0
 #: a rerun whose call's wait is spent still gets this long to find an idle connection
 _RERUN_MIN_WAIT = 0.1
+#: how long the question after a refused write (is the server a standby?) waits for a connection:
+#: the error it adds to is already there, so it never waits the pool's whole timeout
+_IN_RECOVERY_WAIT = 2.0
 _monotonic = time.monotonic
 
 
@@ -423,9 +426,10 @@ class Driver:
 
     def _in_recovery(self) -> bool | None:
         """After a write refused as read-only: whether the server is a standby (None: unknown).
-        One round trip, on this rare path only."""
+        One round trip, on this rare path only, waiting at most ``_IN_RECOVERY_WAIT`` for a
+        connection."""
         try:
-            with self.cursor() as cur:
+            with self.cursor(_IN_RECOVERY_WAIT) as cur:
                 cur.execute(self.q["in_recovery"], prepare=False)
                 row = cur.fetchone()
         except Exception:  # the error to raise is the read-only one
@@ -498,8 +502,9 @@ class Driver:
         """Execute the call's statement on a connection in autocommit, its upsert after a unique
         violation; on one that prepares nothing (or for a StatsPlan, on one that found the
         tables small: ``policy.uses_function``), its ``unprepared`` form (a call of our
-        server-side function) instead, while the functions are usable: a schema without them (migrated by an older release) or a role that may not
-        execute them gets the statement, and the saver stops calling them."""
+        server-side function) instead, while the functions are usable: a schema without them
+        (migrated by an older release) or a role that may not execute them gets the statement,
+        and the saver stops calling them."""
         unprepared = call.unprepared
         if (
             unprepared is not None
