@@ -375,3 +375,15 @@ async def test_no_sweeper_without_a_ttl_config_async(db_dsn: str) -> None:
         assert not task.done()
         assert await store.stop_ttl_sweeper(timeout=5)
         assert task.done()
+
+
+def test_a_put_index_given_as_a_string_is_refused(vector_dsn: str) -> None:
+    # the official store reads "text" as the paths "t", "e", "x", "t": nothing is embedded
+    index = {"dims": DIMS, "embed": Embedder(), "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        with pytest.raises(InvalidInputError, match="list of field paths"):
+            store.put(("u",), "k", {"text": "pizza"}, index="text")  # type: ignore[arg-type]
+        assert store.get(("u",), "k") is None
+        store.put(("u",), "k", {"text": "pizza"}, index=["text"])
+    assert _fields(vector_dsn) == [("k", "text")]
