@@ -74,11 +74,18 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         conn: a ``psycopg_pool.ConnectionPool`` (recommended: no instance lock, every
             operation checks out its own connection) or a single ``psycopg.Connection``.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
-        deserializer: applied to each value's JSON bytes as it is read.
-        index: semantic search; not available in this release (raises).
-        ttl: ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True),
-            ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`. Expired items are never
-            returned, swept or not.
+        deserializer: as for the official store, called only on a value the connection did not
+            load into a dict (a jsonb loader of its own returning the raw JSON), with what the
+            connection returned; psycopg's own loader makes dicts, which are returned as read.
+        index: semantic search (needs pgvector; :meth:`setup` makes the vectors table and its
+            index): ``dims``, ``embed``, ``fields`` (a path or a list of paths, default the
+            whole value), ``distance_type`` and ``ann_index_config`` (``kind``,
+            ``vector_type``, ``m``, ``ef_construction``, ``lists``/``nlist``, and the search
+            options ``ef_search`` and ``probes``), as the official store takes them. Without it
+            a search's ``query`` is ignored.
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes; 0 expires at once), ``refresh_on_read``
+            (default True), ``omit_expired`` (default False: an expired item is returned until
+            a sweep deletes it) and ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
         schema: the Postgres schema of the tables (default ``public``).
         read_only: the store only reads (pointed at a hot standby or read replica): reads skip
             the TTL refresh (``refresh_on_read``), and puts, deletes, ``sweep_ttl``,
@@ -109,6 +116,14 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         )
         self._sweeper: Any = None
         self._iterative: bool | None = None
+
+    @property
+    def conn(self) -> Connection[Any] | ConnectionPool[Any]:
+        """The pool or connection the store was given, or the pool ``from_conn_string`` made."""
+        driver = self._driver
+        target = driver.pool if driver.pool is not None else driver.conn
+        assert target is not None
+        return target
 
     @classmethod
     def from_conn_string(
