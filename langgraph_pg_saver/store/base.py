@@ -133,7 +133,8 @@ class StoreBase(BaseStore):
         plan = BatchPlan()
         for i, op in enumerate(listed):
             if isinstance(op, GetOp):
-                prefix = _store.check_namespace(op.namespace)
+                # (): nothing is stored there, so it reads None (as LangGraph lets it through)
+                prefix = _store.check_namespace(op.namespace, empty=True)
                 key = _store.check_key(op.key)
                 plan.gets.setdefault(prefix, []).append((i, key, self._refresh(op.refresh_ttl)))
             elif isinstance(op, SearchOp):
@@ -165,11 +166,12 @@ class StoreBase(BaseStore):
                     )
                 plan.lists.append((i, op))
             elif isinstance(op, PutOp):
-                prefix = _store.check_namespace(op.namespace)
-                if op.namespace[0] == "langgraph":
-                    raise InvalidInputError(
-                        f'namespace {op.namespace!r}: the root label "langgraph" is reserved'
-                    )
+                # LangGraph's rules for ops given to batch (validate_op_namespace): the labels
+                # only. The root label "langgraph" is refused by put()/aput() (BaseStore), not
+                # here: a delete or a batch write under it goes through, as in the official
+                # store. A delete at () deletes nothing; a value at () is refused, as put()
+                # refuses it (stored there, it would read back under the namespace ("",)).
+                prefix = _store.check_namespace(op.namespace, empty=op.value is None)
                 key = _store.check_key(op.key)
                 plan.texts.pop((prefix, key), None)
                 if op.value is None:
