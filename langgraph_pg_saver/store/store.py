@@ -224,7 +224,13 @@ class PostgresStore(PoolOwner, SyncStoreBase):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the store as it was before the batch's
-        writes), then every put and delete of the batch in one transaction."""
+        writes), then every put and delete of the batch in one transaction. On the async
+        store, calls beyond the pool's connections wait in the store and run merged
+        (``store/backlog.py``)."""
+        return self._run_batch(list(ops))
+
+    def _run_batch(self, ops: list[Op]) -> list[Result]:
+        """One batch, on one connection: what ``batch`` runs."""
         listed, plan = self._plan(ops)
         if plan.puts and self._driver.read_only:
             deleting = all(v is None for v in plan.puts.values())

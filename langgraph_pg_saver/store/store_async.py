@@ -41,6 +41,8 @@ from langgraph_pg_saver.store.rows import (
 # isort: off
 # [async-only]
 import asyncio
+
+from langgraph_pg_saver.store.backlog import Backlog
 # [/async-only]
 # isort: on
 
@@ -125,8 +127,16 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             self.loop = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+        self._backlog = Backlog(self._run_batch, self._slots)
         # [/async-only]
 
+    # [async-only]
+    def _slots(self) -> int:
+        """How many calls run at once before the rest wait in the backlog: the pool's size."""
+        pool = self._driver.pool
+        return pool.max_size if pool is not None else 1
+
+    # [/async-only]
     @property
     def conn(self) -> AsyncConnection[Any] | AsyncConnectionPool[Any]:
         """The pool or connection the store was given, or the pool ``from_conn_string`` made."""
@@ -243,11 +253,20 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the store as it was before the batch's
-        writes), then every put and delete of the batch in one transaction."""
+        writes), then every put and delete of the batch in one transaction. On the async
+        store, calls beyond the pool's connections wait in the store and run merged
+        (``store/backlog.py``)."""
         # [async-only]
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
+        return await self._backlog.call(list(ops), self._plan)
         # [/async-only]
+        # [sync-only]
+        # return self._run_batch(list(ops))
+        # [/sync-only]
+
+    async def _run_batch(self, ops: list[Op]) -> list[Result]:
+        """One batch, on one connection: what ``abatch`` runs."""
         listed, plan = self._plan(ops)
         if plan.puts and self._driver.read_only:
             deleting = all(v is None for v in plan.puts.values())
