@@ -96,10 +96,10 @@ def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     for module in (sync_module, async_module):
         if request.param == "index":
             monkeypatch.setattr(module, "PROBE_ITEMS", 1)
-            monkeypatch.setattr(module, "ANN_TUPLES", 10**9)
+            monkeypatch.setattr(module, "ANN_TUPLES", 0)
         elif request.param == "exact":
             monkeypatch.setattr(module, "PROBE_ITEMS", 1)
-            monkeypatch.setattr(module, "ANN_TUPLES", 0)
+            monkeypatch.setattr(module, "ANN_TUPLES", 10**6)
     return request.param
 
 

@@ -561,6 +561,10 @@ def zero_vector(text: str) -> bool:
     return all(float(x) == 0.0 for x in text.strip("[]").split(","))
 
 
+#: the most items the search function counts (under a prefix, or all of them without statistics)
+COUNT_CAP = 200_000
+
+
 def nearest_function(spec: IndexSpec) -> str:
     """The name of the search function of ``spec``'s distance (made by setup: nearest_ddl)."""
     return f"pgsaver_store_nearest_{spec.distance}"
@@ -586,7 +590,7 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     exact scan is chosen (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors the
     ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
     unscored rows, ``total`` rows in all; ``ef``: hnsw.ef_search and (a tenth)
-    ivfflat.probes. Its SET clauses scope the pgvector settings to the call (iterative scans on
+    ivfflat.probes; ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses scope the pgvector settings to the call (iterative scans on
     pgvector 0.8 and newer); its statements run through EXECUTE, planned for each call's
     values (a LIKE pattern's index range is known only then)."""
     s = schema_sql
@@ -689,7 +693,6 @@ DECLARE
     hits bigint;
     under bigint;
     everything float8;
-    share float8;
 BEGIN
     IF p_probe IS NULL THEN
         RETURN QUERY EXECUTE {lit(exact(scan))} {using};
@@ -698,8 +701,7 @@ BEGIN
     IF p_probe > 0 THEN
         -- the first p_probe items under the prefix (key order), and those the prefilter
         -- selects: all of the prefix seen, the exact scan of the matches; else the index,
-        -- unless the vectors it would read to find p_cand matches (the prefix's share of
-        -- the vectors and the matches' share of the items seen) are more than p_tuples
+        -- unless the exact scan of the prefix costs less
         EXECUTE {lit(probe)} INTO seen, pa, ka
             USING p_query, p_prefix, p_below, p_filter, p_omit, p_probe;
         hits := coalesce(cardinality(pa), 0);
@@ -707,17 +709,20 @@ BEGIN
             RETURN QUERY EXECUTE {lit(exact(listed))} {using}, pa, ka;
             RETURN;
         END IF;
-        share := 1;
-        IF p_prefix IS NOT NULL THEN
-            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below, p_tuples::bigint * 20;
-            SELECT c.reltuples INTO everything FROM pg_class AS c
-            WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
-            IF everything IS NULL OR everything < under THEN
-                EXECUTE {lit(count_all)} INTO everything USING p_tuples::bigint * 200;
-            END IF;
-            share := greatest(under, 1)::float8 / greatest(everything, 1);
+        -- the items of the whole store (the statistics' count, or counted when there are none)
+        SELECT c.reltuples INTO everything FROM pg_class AS c
+        WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
+        IF everything IS NULL OR everything < seen THEN
+            EXECUTE {lit(count_all)} INTO everything USING {COUNT_CAP};
         END IF;
-        IF p_cand::float8 * seen / greatest(hits, 1) / share > p_tuples THEN
+        under := everything;
+        IF p_prefix IS NOT NULL THEN
+            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below, {COUNT_CAP};
+        END IF;
+        -- the vectors the index would read to find p_cand matches, each costing about
+        -- p_tuples times what an item of the exact scan costs
+        IF p_cand::float8 * seen / greatest(hits, 1) * greatest(everything, under)
+                / greatest(under, 1) * p_tuples > under THEN
             RETURN QUERY EXECUTE {lit(exact(scan))} {using};
             RETURN;
         END IF;
