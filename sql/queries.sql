@@ -2077,7 +2077,7 @@ inner_product
 -- A semantic search in one statement: the search function setup() made for the index's distance
 -- (rules.nearest_ddl). It counts the items the prefix and prefilter select up to %(probe)s and
 -- scans those exactly when fewer, else reads the %(cand)s nearest vectors of the ANN index
--- (iterative scans, hnsw.ef_search %(ef)s: settings scoped to the call by its SET clauses), and
+-- (iterative scans, hnsw.ef_search %(ef)s, ivfflat.probes %(probes)s: settings scoped to the call by its SET clauses), and
 -- falls back to the exact scan when the index gives fewer than %(n)s items. Rows: the %(n)s
 -- nearest items (the first %(skip)s left out), then up to %(ulim)s without vectors (newest
 -- first), %(total)s in all; distance NULL for those.
@@ -2085,7 +2085,7 @@ SELECT f.prefix, f.key, f.value, f.value_exact, f.created_at, f.updated_at, f.tt
        f.distance
 FROM {schema}.pgsaver_store_nearest_{vdist}(
     %(query)s, %(prefix)s, %(below)s, %(filter)s::jsonb, %(omit_expired)s, %(probe)s::integer,
-    %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s) AS f
+    %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s, %(probes)s) AS f
 
 -- name: store_nearest_function
 -- Whether the search function of a distance exists in the schema (setup(check=True)).

@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -88,10 +89,18 @@ class StoreBase(BaseStore):
         """Raise ReadOnlyError for a store made with ``read_only=True`` (the stores' own)."""
 
     def _sweep_interval(self, minutes: float | None) -> float:
-        if minutes is None and self.ttl_config:
+        """Seconds between sweeps: the call's minutes, else the TTLConfig's, else 5; 0 (or
+        None) means the next of these, as the official store reads it."""
+        if self.ttl_config and (minutes is None or _zero(minutes)):
             minutes = self.ttl_config.get("sweep_interval_minutes")
-        minutes = DEFAULT_SWEEP_MINUTES if minutes is None else minutes
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0:
+        if minutes is None or _zero(minutes):
+            minutes = DEFAULT_SWEEP_MINUTES
+        if (
+            isinstance(minutes, bool)
+            or not isinstance(minutes, (int, float))
+            or not math.isfinite(minutes)
+            or minutes < 0
+        ):
             raise InvalidInputError(
                 f"sweep_interval_minutes must be a positive number, not {minutes!r}"
             )
@@ -101,7 +110,9 @@ class StoreBase(BaseStore):
 
     def _default_ttl(self, ttl: object) -> float | None:
         if ttl is NOT_PROVIDED:
-            return None if not self.ttl_config else self.ttl_config.get("default_ttl")
+            if not self.ttl_config:
+                return None
+            return _store.check_ttl(self.ttl_config.get("default_ttl"), "default_ttl")
         return _store.check_ttl(ttl)
 
     @property
@@ -122,7 +133,8 @@ class StoreBase(BaseStore):
         plan = BatchPlan()
         for i, op in enumerate(listed):
             if isinstance(op, GetOp):
-                prefix = _store.check_namespace(op.namespace)
+                # (): nothing is stored there, so it reads None (as LangGraph lets it through)
+                prefix = _store.check_namespace(op.namespace, empty=True)
                 key = _store.check_key(op.key)
                 plan.gets.setdefault(prefix, []).append((i, key, self._refresh(op.refresh_ttl)))
             elif isinstance(op, SearchOp):
@@ -154,11 +166,12 @@ class StoreBase(BaseStore):
                     )
                 plan.lists.append((i, op))
             elif isinstance(op, PutOp):
-                prefix = _store.check_namespace(op.namespace)
-                if op.namespace[0] == "langgraph":
-                    raise InvalidInputError(
-                        f'namespace {op.namespace!r}: the root label "langgraph" is reserved'
-                    )
+                # LangGraph's rules for ops given to batch (validate_op_namespace): the labels
+                # only. The root label "langgraph" is refused by put()/aput() (BaseStore), not
+                # here: a delete or a batch write under it goes through, as in the official
+                # store. A delete at () deletes nothing; a value at () is refused, as put()
+                # refuses it (stored there, it would read back under the namespace ("",)).
+                prefix = _store.check_namespace(op.namespace, empty=op.value is None)
                 key = _store.check_key(op.key)
                 plan.texts.pop((prefix, key), None)
                 if op.value is None:
@@ -178,12 +191,9 @@ class StoreBase(BaseStore):
         return listed, plan
 
     def _item(self, row: Sequence[Any], search: bool = False) -> Item:
-        item = _store.row_to_item(row, search=search)
-        if self._deserializer is not None:
-            import json
-
-            item.value = self._deserializer(json.dumps(item.value).encode())
-        return item
+        """The Item of a row; ``deserializer`` only reads a value the connection did not load
+        into a dict (``rules.row_to_item``), as the official store calls it."""
+        return _store.row_to_item(row, search=search, loader=self._deserializer)
 
     def _vector_params(
         self,
@@ -272,6 +282,10 @@ class StoreBase(BaseStore):
         return unique[op.offset : op.offset + op.limit]
 
 
+def _zero(minutes: object) -> bool:
+    return not isinstance(minutes, bool) and isinstance(minutes, (int, float)) and minutes == 0
+
+
 def _index_fields(index: object) -> list[str] | Literal[False] | None:
     """A put's ``index``: False (no embedding), None (the index's fields) or a list of paths."""
     if index is None:
@@ -304,7 +318,10 @@ class AsyncStoreBase(StoreBase):
     ) -> asyncio.Task[None]:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's, else
         5) until :meth:`stop_ttl_sweeper` or close. Every worker may run one: the sweeps take
-        turns through an advisory lock."""
+        turns through an advisory lock. A store without a ``ttl`` config starts none, as the
+        official store: the task returned is done at once."""
+        if not self.ttl_config:
+            return asyncio.get_running_loop().create_task(asyncio.sleep(0))
         if self._sweeper_task is not None and not self._sweeper_task.done():
             return self._sweeper_task
         self._refuse_write("start_ttl_sweeper")
@@ -384,7 +401,12 @@ class SyncStoreBase(StoreBase):
     ) -> concurrent.futures.Future[None]:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's, else
         5) in a thread until :meth:`stop_ttl_sweeper` or close. Every worker may run one: the
-        sweeps take turns through an advisory lock."""
+        sweeps take turns through an advisory lock. A store without a ``ttl`` config starts
+        no thread, as the official store: the future returned is done."""
+        if not self.ttl_config:
+            none: concurrent.futures.Future[None] = concurrent.futures.Future()
+            none.set_result(None)
+            return none
         if self._sweeper_done is not None and not self._sweeper_done.done():
             return self._sweeper_done
         self._refuse_write("start_ttl_sweeper")

@@ -8,7 +8,8 @@ refused, naming where it is, before anything is written: it would come back chan
 
 A filter selects what ``InMemoryStore`` selects: per top-level key, a dict filter matches a dict
 value holding those keys (recursively), a list matches an equal list, a scalar an equal value, and
-``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": x}`` compares (the ordering ones as numbers).
+``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": x}`` compares (the ordering ones as numbers,
+exactly as Python compares ints and floats).
 In SQL, ``value @> prefilter`` narrows the candidates with the filter's parts whose jsonb
 containment means exactly that on plain values (strings, numbers other than 0 and 1, dicts of
 them); the store checks every candidate with the rule, so the result is the same either way.
@@ -17,9 +18,11 @@ them); the store checks every candidate with the rule, so the result is the same
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem
@@ -123,14 +126,23 @@ def encode_value(value: dict[str, Any]) -> tuple[str, str | None]:
     return text, (_JSON.encode(value) if lossy else None)
 
 
-def check_ttl(ttl: object) -> float | None:
+def check_ttl(ttl: object, what: str = "ttl") -> float | None:
+    """A TTL in minutes, as the official store takes it: a number (or a numeric string) of 0 or
+    more; 0 expires the item at once (kept until a sweep deletes it, as LangGraph's contract
+    has it). A bool, a negative, infinite or NaN number is refused: none of them is a time."""
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise InvalidInputError(f"ttl must be a positive number of minutes or None, not {ttl!r}")
-    if not math.isfinite(ttl):
-        raise InvalidInputError(f"ttl must be finite, not {ttl!r}")
-    return float(ttl)
+    minutes: float | None = None
+    if not isinstance(ttl, (bool, bytes, bytearray)):
+        try:
+            minutes = float(ttl)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            minutes = None
+    if minutes is None or not math.isfinite(minutes) or minutes < 0:
+        raise InvalidInputError(
+            f"{what} must be a number of minutes (0 or more) or None, not {ttl!r}"
+        )
+    return minutes
 
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:
@@ -155,13 +167,27 @@ _EXACT, _CREATED, _UPDATED = ItemRow.VALUE_EXACT, ItemRow.CREATED_AT, ItemRow.UP
 _SCORE = ScoredRow.SCORE
 
 
-def row_to_item(row: Sequence[Any], score: float | None = None, search: bool = False) -> Item:
+def row_to_item(
+    row: Sequence[Any],
+    score: float | None = None,
+    search: bool = False,
+    loader: Callable[[Any], Any] | None = None,
+) -> Item:
     """The Item of an item row (``rows.ItemRow``, or the item columns of a longer row); with
-    ``search``, a SearchItem, scored by ``score`` or else by a ``rows.ScoredRow``'s score."""
+    ``search``, a SearchItem, scored by ``score`` or else by a ``rows.ScoredRow``'s score.
+
+    psycopg loads jsonb into a dict, and the value is that dict. Only where the connection
+    loads jsonb otherwise (it registered a loader of its own returning the raw bytes or text)
+    is ``loader`` (the store's ``deserializer``) called, on what the connection returned, as
+    the official store calls its deserializer; without one, it is read as JSON."""
     value = row[_VALUE]
     exact = row[_EXACT]
     if exact is not None:
         value = json.loads(exact)
+    elif type(value) is not dict:
+        # the connection loads jsonb into something else (a loader of its own): its raw JSON,
+        # read by the store's deserializer, as the official store reads it
+        value = (loader or _loads)(value)
     key, created, updated = row[_KEY], row[_CREATED], row[_UPDATED]
     namespace = tuple(row[_PREFIX].split("."))
     if search:
@@ -177,6 +203,17 @@ def row_to_item(row: Sequence[Any], score: float | None = None, search: bool = F
     )
 
 
+def _loads(raw: Any) -> Any:
+    if isinstance(raw, memoryview):
+        raw = bytes(raw)
+    if isinstance(raw, (bytes, bytearray, str)):
+        return json.loads(raw)
+    raise InvalidInputError(
+        f"the connection loaded a stored value as a {type(raw).__name__}, not a dict: pass the "
+        "store a deserializer= that reads it"
+    )
+
+
 def _utc(value: datetime) -> datetime:
     return value
 
@@ -184,19 +221,33 @@ def _utc(value: datetime) -> datetime:
 # --------------------------------------------------------------------------- filters
 
 
-def _number(value: Any) -> float | None:
-    """As InMemoryStore's float(): numbers, bools (True is 1.0) and numeric strings."""
-    if not isinstance(value, (int, float, str)):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
+def _number(value: Any) -> int | float | None:
+    """The number a value means to an ordering operator, as InMemoryStore takes it (numbers,
+    bools as 0 and 1, numeric strings), but kept exact: an int stays an int, so an int beyond
+    float range (``10**400``) compares as Python compares it instead of raising OverflowError."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is bool:
+        return int(value)
+    if isinstance(value, (int, float)):  # a subclass (an IntEnum): its number
+        return int(value) if isinstance(value, int) else float(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _apply(value: Any, operator: str, operand: Any) -> bool:
     """One comparison. The ordering ones compare as numbers (a numeric string counts, as in
-    InMemoryStore); a value that is missing or not a number matches none of them."""
+    InMemoryStore), exactly as Python compares ints and floats; a value that is missing or not
+    a number matches none of them."""
     if operator == "$eq":
         return bool(value == operand)
     if operator == "$ne":
@@ -273,10 +324,11 @@ def _pre(wanted: Any) -> Any:
     """The part of a filter value whose jsonb containment means what the rule means, or _DROP."""
     if type(wanted) is str:
         return wanted if "\x00" not in wanted and _jsonb.encodable(wanted) else _DROP
-    if type(wanted) in (int, float) and wanted not in (0, 1) and math.isfinite(wanted):
-        if type(wanted) is float and abs(wanted) >= 1e16:
-            return _DROP
-        return wanted
+    if type(wanted) is int:
+        # (jsonb holds an int exactly; one too long for JSON text is left to the check)
+        return wanted if wanted not in (0, 1) and wanted.bit_length() <= 14_000 else _DROP
+    if type(wanted) is float and wanted not in (0, 1) and math.isfinite(wanted):
+        return wanted if abs(wanted) < 1e16 else _DROP
     if type(wanted) is dict and wanted and not any(str(k).startswith("$") for k in wanted):
         parts = {k: _pre(v) for k, v in wanted.items()}
         if any(v is _DROP for v in parts.values()):
@@ -339,6 +391,18 @@ ANN_KINDS = ("hnsw", "ivfflat", "flat")
 VECTOR_TYPES = ("vector", "halfvec")
 
 
+#: the options of each kind of ANN index: pgvector's names (the index's WITH options), and the
+#: other names the official store takes for them
+ANN_BUILD = {"hnsw": ("m", "ef_construction"), "ivfflat": ("lists",), "flat": ("lists",)}
+ANN_ALIASES = {"nlist": "lists"}
+#: query-time options (pgvector's hnsw.ef_search and ivfflat.probes), kept for searches
+ANN_SEARCH = ("ef_search", "probes")
+#: the most pgvector lets a session set them to
+ANN_SEARCH_MAX = {"ef_search": 1000, "probes": 32768}
+
+_log = logging.getLogger("langgraph_pg_saver.store")
+
+
 class IndexSpec(NamedTuple):
     dims: int
     distance: str
@@ -346,12 +410,30 @@ class IndexSpec(NamedTuple):
     vector_type: str
     #: (field name as stored, tokenized path or "$") of the fields embedded by default
     fields: tuple[tuple[str, Any], ...]
-    ann: dict[str, Any]
+    #: the index's build options, by pgvector's names (``m``, ``ef_construction``; ``lists``)
+    ann: dict[str, int]
+    #: the query-time options given in ``ann_index_config`` (``ef_search``, ``probes``): the
+    #: least a search sets them to (pgvector's defaults, 40 and 1, when not given)
+    search: Mapping[str, int] = MappingProxyType({})
+
+
+def _ann_int(name: str, value: object) -> int | None:
+    """An ANN option's value as the official store reads it: what ``int()`` makes of it, and
+    0 or less for pgvector's default (None)."""
+    try:
+        if isinstance(value, (bytes, bytearray)):
+            raise TypeError
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInputError(f"ann_index_config {name} must be an int, not {value!r}") from None
+    return number if number > 0 else None
 
 
 def index_spec(index: Mapping[str, Any]) -> IndexSpec:
-    """The store's ``index=`` checked: ``dims``, ``embed``, ``fields`` (default ``["$"]``, the
-    whole value), ``distance_type`` and ``ann_index_config`` as the official store takes them."""
+    """The store's ``index=`` checked: ``dims``, ``embed``, ``fields`` (a path or a list of
+    paths; default ``["$"]``, the whole value), ``distance_type`` and ``ann_index_config`` as the
+    official store takes them. An ANN option the index's kind does not have (``m`` for ivfflat, a
+    name pgvector does not know) is ignored, as by the official store, and logged."""
     from langgraph.store.base import tokenize_path
 
     if not isinstance(index, Mapping):
@@ -364,7 +446,10 @@ def index_spec(index: Mapping[str, Any]) -> IndexSpec:
     distance = index.get("distance_type", "cosine")
     if distance not in DISTANCES:
         raise InvalidInputError(f"distance_type must be one of {DISTANCES}, not {distance!r}")
-    ann = dict(index.get("ann_index_config") or {})
+    ann_config = index.get("ann_index_config") or {}
+    if not isinstance(ann_config, Mapping):
+        raise InvalidInputError(f"ann_index_config must be a dict, not {ann_config!r}")
+    ann = dict(ann_config)
     kind = ann.pop("kind", "hnsw")
     if kind not in ANN_KINDS:
         raise InvalidInputError(f"ann_index_config kind must be one of {ANN_KINDS}, not {kind!r}")
@@ -379,19 +464,42 @@ def index_spec(index: Mapping[str, Any]) -> IndexSpec:
             f"pgvector indexes {vector_type} columns of at most {limit} dimensions, not {dims}: "
             f"use vector_type 'halfvec' (up to 4000) or kind 'flat'"
         )
-    allowed = {"hnsw": {"m", "ef_construction"}, "ivfflat": {"nlist"}, "flat": set()}[kind]
-    for name, value in ann.items():
-        if name not in allowed:
-            raise InvalidInputError(f"ann_index_config: {name!r} is not an option of {kind}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    build: dict[str, int] = {}
+    search: dict[str, int] = {}
+    for given, value in ann.items():
+        name = ANN_ALIASES.get(given, given) if isinstance(given, str) else given
+        if name in ANN_BUILD[kind]:
+            target = build
+        elif name in ANN_SEARCH:
+            target = search
+        else:
+            _log.warning("ann_index_config: %r is not an option of kind %r; ignored", given, kind)
+            continue
+        number = _ann_int(given, value)
+        if number is None:
+            continue  # 0 or less: pgvector's default, as the official store takes it
+        if target.get(name, number) != number:
             raise InvalidInputError(
-                f"ann_index_config {name} must be a positive int, not {value!r}"
+                f"ann_index_config gives {name} twice ({given}={value!r} and {target[name]}): "
+                "give one"
             )
+        top = ANN_SEARCH_MAX.get(name)
+        if top is not None and number > top:
+            raise InvalidInputError(
+                f"ann_index_config {given} must be at most {top} (pgvector's limit), not {value!r}"
+            )
+        target[name] = number
+    if kind == "flat":
+        build = {}  # no index to build
     fields = index.get("fields") or ["$"]
-    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
-        raise InvalidInputError(f"index fields must be a list of paths, not {fields!r}")
+    if isinstance(fields, str):
+        fields = [fields]  # one path, as the official store takes it
+    if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) and f for f in fields):
+        raise InvalidInputError(
+            f"index fields must be a path or a list of paths (strings), not {fields!r}"
+        )
     tokenized = tuple((f, f if f == "$" else tokenize_path(f)) for f in fields)
-    return IndexSpec(dims, distance, kind, vector_type, tokenized, ann)
+    return IndexSpec(dims, distance, kind, vector_type, tokenized, build, MappingProxyType(search))
 
 
 def index_ddl(schema_sql: str, spec: IndexSpec) -> list[str]:
@@ -409,9 +517,7 @@ def index_ddl(schema_sql: str, spec: IndexSpec) -> list[str]:
     if spec.kind != "flat":
         suffix = {"cosine": "cosine", "l2": "l2", "inner_product": "ip"}[spec.distance]
         opclass = f"{spec.vector_type}_{suffix}_ops"
-        # pgvector's names: ivfflat's nlist is its "lists"
-        names = {"nlist": "lists"}
-        options = ", ".join(f"{names.get(k, k)} = {int(v)}" for k, v in sorted(spec.ann.items()))
+        options = ", ".join(f"{k} = {int(v)}" for k, v in sorted(spec.ann.items()))
         name = f"pgsaver_store_vectors_{spec.kind}_{spec.distance}_idx"
         out.append(
             f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING {spec.kind} (embedding {opclass})"
@@ -589,7 +695,7 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     the jsonb prefilter, omit_expired; ``probe``: the count of matching items up to which the
     exact scan is chosen (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors the
     ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
-    unscored rows, ``total`` rows in all; ``ef``: hnsw.ef_search and (a tenth)
+    unscored rows, ``total`` rows in all; ``ef``, ``probes``: hnsw.ef_search and
     ivfflat.probes; ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses scope the pgvector settings to the call (iterative scans on
     pgvector 0.8 and newer); its statements run through EXECUTE, planned for each call's
     values (a LIKE pattern's index range is known only then)."""
@@ -678,7 +784,7 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     return f"""CREATE OR REPLACE FUNCTION {s}.{nearest_function(spec)}(
     p_query text, p_prefix text, p_below text, p_filter jsonb, p_omit boolean, p_probe integer,
     p_cand integer, p_n integer, p_skip integer, p_ulim integer, p_total integer, p_ef integer,
-    p_tuples integer)
+    p_tuples integer, p_probes integer)
 RETURNS TABLE (prefix text, key text, value jsonb, value_exact text, created_at timestamptz,
                updated_at timestamptz, ttl_minutes double precision, distance double precision)
 LANGUAGE plpgsql {settings}
@@ -727,8 +833,8 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    PERFORM set_config('hnsw.ef_search', greatest(p_ef, 40)::text, true),
-            set_config('ivfflat.probes', greatest(p_ef / 10, 1)::text, true);
+    PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true),
+            set_config('ivfflat.probes', greatest(p_probes, 1)::text, true);
     EXECUTE {lit(ann)} INTO pa, ka, da, found {using};
     IF found >= p_n THEN
         RETURN QUERY

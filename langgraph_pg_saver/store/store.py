@@ -101,11 +101,18 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         conn: a ``psycopg_pool.ConnectionPool`` (recommended: no instance lock, every
             operation checks out its own connection) or a single ``psycopg.Connection``.
         pipe: accepted for compatibility with ``langgraph-checkpoint-postgres``; unused.
-        deserializer: applied to each value's JSON bytes as it is read.
-        index: semantic search; not available in this release (raises).
-        ttl: ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read`` (default True),
-            ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`. Expired items are never
-            returned, swept or not.
+        deserializer: as for the official store, called only on a value the connection did not
+            load into a dict (a jsonb loader of its own returning the raw JSON), with what the
+            connection returned; psycopg's own loader makes dicts, which are returned as read.
+        index: semantic search (needs pgvector; :meth:`setup` makes the vectors table and its
+            index): ``dims``, ``embed``, ``fields`` (a path or a list of paths, default the
+            whole value), ``distance_type`` and ``ann_index_config`` (``kind``,
+            ``vector_type``, ``m``, ``ef_construction``, ``lists``/``nlist``, and the search
+            options ``ef_search`` and ``probes``), as the official store takes them. Without it
+            a search's ``query`` is ignored.
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes; 0 expires at once), ``refresh_on_read``
+            (default True), ``omit_expired`` (default False: an expired item is returned until
+            a sweep deletes it) and ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
         schema: the Postgres schema of the tables (default ``public``).
         read_only: the store only reads (pointed at a hot standby or read replica): reads skip
             the TTL refresh (``refresh_on_read``), and puts, deletes, ``sweep_ttl``,
@@ -138,6 +145,14 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         self._iterative: bool | None = None
         #: whether the schema has the search function (None: not known yet)
         self._nearest: bool | None = None
+
+    @property
+    def conn(self) -> Connection[Any] | ConnectionPool[Any]:
+        """The pool or connection the store was given, or the pool ``from_conn_string`` made."""
+        driver = self._driver
+        target = driver.pool if driver.pool is not None else driver.conn
+        assert target is not None
+        return target
 
     @classmethod
     def from_conn_string(
@@ -437,7 +452,10 @@ class PostgresStore(PoolOwner, SyncStoreBase):
                 page = {"n": rows_cap, "skip": 0, "ulim": rows_cap, "total": 2 * rows_cap}
             vectors = max(cand, page["n"] * per_item)
             page["cand"] = vectors
-            page["ef"] = min(max(EF_SEARCH, vectors), MAX_EF_SEARCH)
+            # at least the index's query-time options (ann_index_config's ef_search, probes)
+            ef = min(max(spec.search.get("ef_search", EF_SEARCH), vectors), MAX_EF_SEARCH)
+            page["ef"] = ef
+            page["probes"] = max(spec.search.get("probes", 1), ef // 10)
             try:
                 rows = self._driver.fetch_all(statement, {**params, **page})
             except errors.UndefinedFunction:
@@ -520,7 +538,9 @@ class PostgresStore(PoolOwner, SyncStoreBase):
                 # more candidates than an HNSW scan returns by default (hnsw.ef_search), more
                 # IVFFlat lists probed, and a scan that does not stop at the namespace filter:
                 # set for this transaction only
-                knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
+                ef = min(max(candidates, spec.search.get("ef_search", 0)), MAX_EF_SEARCH)
+                probes = max(1, candidates // 10, spec.search.get("probes", 0))
+                knobs = {"ef": str(ef), "probes": str(probes)}
                 steps = [_steps.Stmt(q["store_ef_search"], knobs, prepare=None)]
                 if self._iterative_scans():
                     steps.append(_steps.Stmt(q["store_iterative_scan"], None, prepare=None))
