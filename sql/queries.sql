@@ -2064,6 +2064,39 @@ SELECT set_config('hnsw.iterative_scan', 'strict_order', true),
 -- name: store_pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
 
+-- name: _vdist_cosine
+cosine
+
+-- name: _vdist_l2
+l2
+
+-- name: _vdist_inner_product
+inner_product
+
+-- name: store_nearest
+-- A semantic search in one statement: the search function setup() made for the index's distance
+-- (rules.nearest_ddl). It counts the items the prefix and prefilter select up to %(probe)s and
+-- scans those exactly when fewer, else reads the %(cand)s nearest vectors of the ANN index
+-- (iterative scans, hnsw.ef_search %(ef)s, ivfflat.probes %(probes)s: settings scoped to the call by its SET clauses), and
+-- falls back to the exact scan when the index gives fewer than %(n)s items. Rows: the %(n)s
+-- nearest items (the first %(skip)s left out), then up to %(ulim)s without vectors (newest
+-- first), %(total)s in all; distance NULL for those.
+SELECT f.prefix, f.key, f.value, f.value_exact, f.created_at, f.updated_at, f.ttl_minutes,
+       f.distance
+FROM {schema}.pgsaver_store_nearest_{vdist}(
+    %(query)s, %(prefix)s, %(below)s, %(filter)s::jsonb, %(omit_expired)s, %(probe)s::integer,
+    %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s, %(probes)s) AS f
+
+-- name: store_nearest_function
+-- Whether the search function of a distance exists in the schema (setup(check=True)).
+SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s AND p.proname = %(name)s
+
+-- name: store_setup_lock
+-- setup()'s changes to the vectors' objects, one worker at a time (CREATE OR REPLACE FUNCTION
+-- from two sessions at once can fail).
+SELECT pg_advisory_xact_lock({_lock_class}, hashtext('store-setup:' || %(schema)s))
+
 -- name: store_vector_search
 -- The items nearest to %(query)s under a namespace prefix: the %(candidates)s nearest vectors
 -- (the index's order), an item's best field, the value filter, expiry; nearest first. Then the

@@ -12,7 +12,7 @@ whole, for one schema, with the slots a call would fill::
 
 Slot values: ``where``/``scan`` a comma-separated list of predicates (empty: none), ``blob_rows``/
 ``write_rows`` a count of rows (0: arrays), ``walk`` a number, ``claim`` true or false, ``vtype``/
-``vop`` a word. Parameters stay as psycopg writes them (``%(name)s``, ``%(name)b``).
+``vop``/``vdist`` a word. Parameters stay as psycopg writes them (``%(name)s``, ``%(name)b``).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", *ROW_SLOTS})
+SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", "vdist", *ROW_SLOTS})
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
 #: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
 #: parameter limit is costed as a tenth of the table, and the joins that read the chosen
@@ -132,7 +132,11 @@ LIST_PAGE = 250
 #: LIST_PAGE), a constant of the statement (see there why)
 LIST_CAPS = (10, 100, LIST_PAGE)
 #: the values of the store's vector slots: {vtype} a column type, {vop} a distance type
-VECTOR_SLOTS = {"vtype": ("vector", "halfvec"), "vop": ("cosine", "l2", "inner_product")}
+VECTOR_SLOTS = {
+    "vtype": ("vector", "halfvec"),
+    "vop": ("cosine", "l2", "inner_product"),
+    "vdist": ("cosine", "l2", "inner_product"),
+}
 
 
 def sql_dir() -> Path:

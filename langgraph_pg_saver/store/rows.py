@@ -48,6 +48,21 @@ class NearRow:
     WIDTH = 10
 
 
+class NearestRow:
+    """store_nearest: an item (the columns of ItemRow, in its places) and its distance (NULL: an
+    item without vectors, after the scored ones)."""
+
+    PREFIX = 0
+    KEY = 1
+    VALUE = 2
+    VALUE_EXACT = 3
+    CREATED_AT = 4
+    UPDATED_AT = 5
+    TTL_MINUTES = 6
+    DISTANCE = 7
+    WIDTH = 8
+
+
 class ScoredRow:
     """A semantic search's row as the store hands it on (not a statement's): an item's columns
     (ItemRow's places), then its score (None: an item without vectors, after the scored ones)."""

@@ -652,3 +652,200 @@ FROM {self.schema_sql}.store AS s
 JOIN {target}.pgsaver_store AS t ON t.prefix = s.prefix AND t.key = s.key
 WHERE {self._batch()}
 """.encode()
+
+
+# --------------------------------------------------------------------------- semantic search
+
+#: the vectors' norm, for the partial index of zero vectors (which an ANN index of cosine
+#: distance leaves out)
+_NORM = {"vector": "vector_norm", "halfvec": "l2_norm"}
+
+
+def zero_vector(text: str) -> bool:
+    """Whether a vector (``vector_text``'s form) is all zeros: its cosine distance to anything
+    is NaN, which no ANN index ranks."""
+    return all(float(x) == 0.0 for x in text.strip("[]").split(","))
+
+
+#: the most items the search function counts (under a prefix, or all of them without statistics)
+COUNT_CAP = 200_000
+
+
+def nearest_function(spec: IndexSpec) -> str:
+    """The name of the search function of ``spec``'s distance (made by setup: nearest_ddl)."""
+    return f"pgsaver_store_nearest_{spec.distance}"
+
+
+def zero_index_ddl(schema_sql: str, spec: IndexSpec) -> str | None:
+    """The partial index of the vectors of zero norm (cosine with an ANN index only: its scan
+    never returns them; the search reads them through this index, scored as InMemoryStore
+    scores them, 0)."""
+    if spec.kind == "flat" or spec.distance != "cosine":
+        return None
+    return (
+        "CREATE INDEX IF NOT EXISTS pgsaver_store_vectors_zero_idx ON "
+        f"{schema_sql}.pgsaver_store_vectors (prefix, key) "
+        f"WHERE {_NORM[spec.vector_type]}(embedding) = 0"
+    )
+
+
+def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
+    """The search function of ``spec`` (one statement per semantic search; docs/performance.md,
+    "Semantic search"). Its parameters: the query vector (text), prefix and its LIKE pattern,
+    the jsonb prefilter, omit_expired; ``probe``: the count of matching items up to which the
+    exact scan is chosen (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors the
+    ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
+    unscored rows, ``total`` rows in all; ``ef``, ``probes``: hnsw.ef_search and
+    ivfflat.probes; ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses scope the pgvector settings to the call (iterative scans on
+    pgvector 0.8 and newer); its statements run through EXECUTE, planned for each call's
+    values (a LIKE pattern's index range is known only then)."""
+    s = schema_sql
+    vt = spec.vector_type
+    op = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}[spec.distance]
+    dist = f"v.embedding {op} $1::{vt}"
+    # a zero vector's cosine distance is NaN: scored as InMemoryStore scores it (similarity 0)
+    exact_dist = (
+        f"coalesce(nullif({dist}, 'NaN'::float8), 1)" if spec.distance == "cosine" else dist
+    )
+
+    # the prefix and what is below it, as a key range first ('/' follows '.'): an OR of the two
+    # alone is no index range
+    def under(alias: str, p: str = "$2", b: str = "$3") -> str:
+        return (
+            f"({p}::text IS NULL OR ({alias}.prefix >= {p} AND {alias}.prefix < {p} || '/'"
+            f" AND ({alias}.prefix = {p} OR {alias}.prefix LIKE {b})))"
+        )
+
+    under_s, under_v = under("s"), under("v")
+    keep = "($4::jsonb IS NULL OR s.value @> $4) AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5)"
+    cols = "s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes"
+
+    def exact(candidates: str) -> str:
+        return (
+            f"WITH c AS ({candidates}), d AS MATERIALIZED ("
+            f" SELECT c.prefix, c.key, min({exact_dist}) FILTER (WHERE v.key IS NOT NULL) AS distance"
+            f" FROM c LEFT JOIN {s}.pgsaver_store_vectors AS v ON v.prefix = c.prefix AND v.key = c.key"
+            " GROUP BY c.prefix, c.key)"
+            f" (SELECT {cols}, t.distance FROM (SELECT * FROM d WHERE d.distance IS NOT NULL"
+            " ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7) AS t"
+            f" JOIN {s}.pgsaver_store AS s ON s.prefix = t.prefix AND s.key = t.key"
+            " ORDER BY t.distance, t.prefix, t.key)"
+            f" UNION ALL (SELECT {cols}, NULL::float8 FROM d"
+            f" JOIN {s}.pgsaver_store AS s ON s.prefix = d.prefix AND s.key = d.key"
+            " WHERE d.distance IS NULL ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT $8)"
+            " LIMIT $9"
+        )
+
+    scan = f"SELECT s.prefix, s.key FROM {s}.pgsaver_store AS s WHERE {under_s} AND {keep}"
+    listed = "SELECT * FROM unnest($11::text[], $12::text[]) AS u(prefix, key)"
+    probe = (
+        "SELECT count(*), array_agg(c.prefix) FILTER (WHERE c.hit),"
+        " array_agg(c.key) FILTER (WHERE c.hit) FROM (SELECT s.prefix, s.key,"
+        " ($4::jsonb IS NULL OR s.value @> $4) AS hit"
+        f" FROM {s}.pgsaver_store AS s WHERE {under_s}"
+        " AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5) LIMIT $6) AS c"
+    )
+    count_under = (
+        f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store AS s"
+        f" WHERE {under('s', '$1', '$2')} LIMIT $3) AS c"
+    )
+    count_all = f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store LIMIT $1) AS c"
+    joined = f"JOIN {s}.pgsaver_store AS s ON s.prefix = v.prefix AND s.key = v.key"
+    zero = ""
+    if spec.kind != "flat" and spec.distance == "cosine":
+        zero = (
+            f" UNION ALL (SELECT v.prefix, v.key, 1::float8 FROM {s}.pgsaver_store_vectors AS v"
+            f" {joined} WHERE {_NORM[vt]}(v.embedding) = 0 AND {under_v} AND {keep} LIMIT $10)"
+        )
+    ann = (
+        f"WITH near AS MATERIALIZED ((SELECT v.prefix, v.key, {dist} AS distance"
+        f" FROM {s}.pgsaver_store_vectors AS v {joined}"
+        f" WHERE {under_v} AND {keep} ORDER BY {dist} LIMIT $10){zero}),"
+        " d AS MATERIALIZED (SELECT n.prefix, n.key, min(n.distance) AS distance FROM near AS n"
+        " GROUP BY n.prefix, n.key),"
+        " t AS (SELECT * FROM d ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7)"
+        " SELECT array_agg(t.prefix ORDER BY t.distance, t.prefix, t.key),"
+        " array_agg(t.key ORDER BY t.distance, t.prefix, t.key),"
+        " array_agg(t.distance ORDER BY t.distance, t.prefix, t.key),"
+        " (SELECT count(*) FROM d) FROM t"
+    )
+    settings = "SET hnsw.ef_search = 40 SET ivfflat.probes = 1"
+    if iterative:
+        settings += (
+            " SET hnsw.iterative_scan = strict_order SET ivfflat.iterative_scan = relaxed_order"
+        )
+
+    def lit(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    using = (
+        "USING p_query, p_prefix, p_below, p_filter, p_omit, p_n, p_skip, p_ulim, p_total, p_cand"
+    )
+    return f"""CREATE OR REPLACE FUNCTION {s}.{nearest_function(spec)}(
+    p_query text, p_prefix text, p_below text, p_filter jsonb, p_omit boolean, p_probe integer,
+    p_cand integer, p_n integer, p_skip integer, p_ulim integer, p_total integer, p_ef integer,
+    p_tuples integer, p_probes integer)
+RETURNS TABLE (prefix text, key text, value jsonb, value_exact text, created_at timestamptz,
+               updated_at timestamptz, ttl_minutes double precision, distance double precision)
+LANGUAGE plpgsql {settings}
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    pa text[];
+    ka text[];
+    da double precision[];
+    found bigint;
+    seen bigint;
+    hits bigint;
+    under bigint;
+    everything float8;
+BEGIN
+    IF p_probe IS NULL THEN
+        RETURN QUERY EXECUTE {lit(exact(scan))} {using};
+        RETURN;
+    END IF;
+    IF p_probe > 0 THEN
+        -- the first p_probe items under the prefix (key order), and those the prefilter
+        -- selects: all of the prefix seen, the exact scan of the matches; else the index,
+        -- unless the exact scan of the prefix costs less
+        EXECUTE {lit(probe)} INTO seen, pa, ka
+            USING p_query, p_prefix, p_below, p_filter, p_omit, p_probe;
+        hits := coalesce(cardinality(pa), 0);
+        IF seen < p_probe THEN
+            RETURN QUERY EXECUTE {lit(exact(listed))} {using}, pa, ka;
+            RETURN;
+        END IF;
+        -- the items of the whole store (the statistics' count, or counted when there are none)
+        SELECT c.reltuples INTO everything FROM pg_class AS c
+        WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
+        IF everything IS NULL OR everything < seen THEN
+            EXECUTE {lit(count_all)} INTO everything USING {COUNT_CAP};
+        END IF;
+        under := everything;
+        IF p_prefix IS NOT NULL THEN
+            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below, {COUNT_CAP};
+        END IF;
+        -- the vectors the index would read to find p_cand matches, each costing about
+        -- p_tuples times what an item of the exact scan costs
+        IF p_cand::float8 * seen / greatest(hits, 1) * greatest(everything, under)
+                / greatest(under, 1) * p_tuples > under THEN
+            RETURN QUERY EXECUTE {lit(exact(scan))} {using};
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true),
+            set_config('ivfflat.probes', greatest(p_probes, 1)::text, true);
+    EXECUTE {lit(ann)} INTO pa, ka, da, found {using};
+    IF found >= p_n THEN
+        RETURN QUERY
+        SELECT {cols}, u.d
+        FROM unnest(pa, ka, da) WITH ORDINALITY AS u(prefix, key, d, i)
+        JOIN {s}.pgsaver_store AS s ON s.prefix = u.prefix AND s.key = u.key
+        ORDER BY u.i;
+        RETURN;
+    END IF;
+    -- the index gave fewer items than asked for (a filter it could not satisfy within
+    -- hnsw.max_scan_tuples, items without vectors): the exact scan decides
+    RETURN QUERY EXECUTE {lit(exact(scan))} {using};
+END
+$fn$"""

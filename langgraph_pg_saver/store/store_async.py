@@ -26,12 +26,18 @@ from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
-from langgraph_pg_saver.errors import PgSaverError, PrivilegeError, ReadOnlyError, SchemaError
+from langgraph_pg_saver.errors import (
+    PgSaverError,
+    PrivilegeError,
+    ReadOnlyError,
+    SchemaError,
+)
 from langgraph_pg_saver.store.base import SEARCH_PAGE, AsyncStoreBase, BatchPlan
 from langgraph_pg_saver.store.rows import (
     HashRow,
     ImportRow,
     ItemRow,
+    NearestRow,
     NearRow,
     PrefixRow,
     SourceRow,
@@ -65,11 +71,32 @@ def _check_vectors(rows: list[Any]) -> None:
 
 #: pgvector's default hnsw.ef_search: the most rows an HNSW index scan returns unless told more
 DEFAULT_EF_SEARCH = 40
+#: the fewest vectors a semantic search reads from the ANN index
+MIN_CANDIDATES = 40
+#: the least hnsw.ef_search of a semantic search (ivfflat.probes: a tenth of it): pgvector's
+#: default; more candidates than that raise it (up to MAX_EF_SEARCH)
+EF_SEARCH = 40
+#: the items under the prefix a search counts first: all of the prefix within them, the exact
+#: scan of those the prefilter selects
+PROBE_ITEMS = 500
+#: what a vector read by the ANN index's iterative scan costs, in items of the exact scan (measured
+#: on 10,000 and 100,000 items of 64 dimensions, a loaded machine): the exact scan is chosen when the
+#: vectors the index would read to find the matches asked for, times this, outnumber the items
+#: under the prefix
+ANN_TUPLES = 5
+#: pgvector's largest hnsw.ef_search
+MAX_EF_SEARCH = 1000
 _NO_PGVECTOR = (
     "semantic search (index=...) needs the pgvector extension, which this Postgres server does "
     "not have: install pgvector (https://github.com/pgvector/pgvector; Debian/Ubuntu: "
     "postgresql-<version>-pgvector), or use the store without index="
 )
+
+
+def _pgvector_at_least(rows: Any, version: tuple[int, int]) -> bool:
+    """Whether store_pgvector_version's row names that version or a newer one."""
+    parts = str(rows[0][0] if rows else "0").split(".")
+    return tuple(int(p) for p in parts[:2] if p.isdigit()) >= version
 
 
 class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
@@ -122,6 +149,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         )
         self._sweeper: Any = None
         self._iterative: bool | None = None
+        #: whether the schema has the search function (None: not known yet)
+        self._nearest: bool | None = None
         # [async-only]
         try:  # made inside the loop (as the official store must be): bound to it at once
             self.loop = asyncio.get_running_loop()
@@ -223,13 +252,42 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                     f"the store's vectors table does not exist in schema {self._q.schema!r}: run "
                     "setup() once with this index (a role that may create tables)"
                 )
+            if check:
+                name = _store.nearest_function(spec)
+                row = await self._driver.fetch_one(
+                    self._q["store_nearest_function"], {"schema": self._q.schema, "name": name}
+                )
+                if not row or not int(row[0]):
+                    raise SchemaError(
+                        f"the store's search function {name} does not exist in schema "
+                        f"{self._q.schema!r} (its vectors table predates it): run setup() once "
+                        "with this index"
+                    )
             return
-        statements = [_steps.Stmt(self._q["store_vector_extension"], None)]
-        statements += [
-            _steps.Stmt(text.encode(), None) for text in _store.index_ddl(self._q.schema_sql, spec)
+        schema_sql = self._q.schema_sql
+        statements = [
+            _steps.Stmt(self._q["store_setup_lock"], {"schema": self._q.schema}),
+            _steps.Stmt(self._q["store_vector_extension"], None),
         ]
+        statements += [
+            _steps.Stmt(text.encode(), None) for text in _store.index_ddl(schema_sql, spec)
+        ]
+        zero = _store.zero_index_ddl(schema_sql, spec)
+        if zero is not None:
+            statements.append(_steps.Stmt(zero.encode(), None))
+        statements.append(_steps.Stmt(self._q["store_pgvector_version"], None))
+
+        def function(rows: _steps.Rows) -> _steps.Step:
+            # iterative scans (and their settings in the function's SET clauses): pgvector 0.8+
+            iterative = _pgvector_at_least(rows, (0, 8))
+            ddl = _store.nearest_ddl(schema_sql, spec, iterative)
+            return _steps.Step((_steps.Stmt(ddl.encode(), None),))
+
         try:
-            await self._driver.run_step(_steps.Step(tuple(statements), lock_timeout=30.0))
+            await self._driver.run_step(
+                _steps.Step(tuple(statements), lock_timeout=30.0, then=function)
+            )
+            self._nearest = None
         except ReadOnlyError:
             if have == want:
                 return  # a standby whose vectors are as this index asks: nothing to change
@@ -398,7 +456,105 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
     async def _semantic(
         self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan, query: str
     ) -> list[Any]:
-        """The items nearest to ``query``: the nearest vectors, read in growing numbers until
+        """The items nearest to ``query``, then items without vectors (InMemoryStore's order:
+        they come after every scored one): one statement, the search function setup() made
+        (``rules.nearest_ddl``; docs/performance.md, "Semantic search"). Only a filter the
+        prefilter cannot decide whose check drops more of the rows than were read needs another,
+        with more rows. A schema whose setup() predates the function gets the older way."""
+        spec = self.index_spec
+        assert spec is not None
+        if self._nearest is False:
+            return await self._semantic_steps(op, prefix, flt, query)
+        wanted = op.offset + op.limit
+        # an item has a vector per field (more for a path such as tags[*]): that many vectors
+        # hold ``wanted`` items
+        per_item = len(spec.fields) * (4 if any("*" in name for name, _ in spec.fields) else 1)
+        cand = wanted * per_item
+        if spec.kind == "flat" or (spec.distance == "cosine" and _store.zero_vector(query)):
+            probe: int | None = None  # no index, or a query no ANN index can rank by: exact
+        elif prefix is None and flt.prefilter is None:
+            probe = 0  # every item is a candidate: the index
+        else:
+            probe = max(PROBE_ITEMS, 4 * wanted)
+        params: dict[str, Any] = {
+            "query": query,
+            "prefix": prefix,
+            "below": None if prefix is None else _store.below(prefix),
+            "filter": flt.prefilter,
+            "omit_expired": self._omit_expired,
+            "probe": probe,
+            "tuples": ANN_TUPLES,
+        }
+        statement = self._q.render("store_nearest", vdist=spec.distance)
+        exact = flt.exact
+        rows_cap = max(4 * wanted, wanted + MIN_CANDIDATES)
+        at_exact, at_distance = NearestRow.VALUE_EXACT, NearestRow.DISTANCE
+        while True:
+            if exact:  # offset and limit in SQL; only lossy rows (value_exact) are checked
+                page = {"n": wanted, "skip": op.offset, "ulim": op.limit, "total": op.limit}
+            else:  # every row checked here: more rows, offset and limit applied after
+                page = {"n": rows_cap, "skip": 0, "ulim": rows_cap, "total": 2 * rows_cap}
+            vectors = max(cand, page["n"] * per_item)
+            page["cand"] = vectors
+            # at least the index's query-time options (ann_index_config's ef_search, probes)
+            ef = min(max(spec.search.get("ef_search", EF_SEARCH), vectors), MAX_EF_SEARCH)
+            page["ef"] = ef
+            page["probes"] = max(spec.search.get("probes", 1), ef // 10)
+            try:
+                rows = await self._driver.fetch_all(statement, {**params, **page})
+            except errors.UndefinedFunction:
+                if self._driver.in_caller_transaction():
+                    raise
+                logger.warning(
+                    "%s: schema %r has no %s (made by setup() of this release): semantic "
+                    "search runs several statements until setup() runs again",
+                    self._driver.owner,
+                    self._q.schema,
+                    _store.nearest_function(spec),
+                )
+                self._nearest = False
+                return await self._semantic_steps(op, prefix, flt, query)
+            self._nearest = True
+            scored = [row for row in rows if row[at_distance] is not None]
+            unscored = [row for row in rows if row[at_distance] is None]
+            if exact:
+                if all(
+                    row[at_exact] is None
+                    or _store.matches(flt.filter, _store.row_to_item(row).value)
+                    for row in rows
+                ):
+                    break
+                exact = False  # a lossy row failed the check: every row checked
+                continue
+            ok = [r for r in scored if _store.matches(flt.filter, _store.row_to_item(r).value)]
+            if len(ok) < wanted and len(scored) >= rows_cap:
+                rows_cap *= 4  # the check dropped too many: more of the nearest
+                continue
+            scored = ok[op.offset : wanted]
+            need = op.limit - len(scored)
+            if need > 0:
+                fill = [
+                    r for r in unscored if _store.matches(flt.filter, _store.row_to_item(r).value)
+                ]
+                if len(fill) < need and len(unscored) >= rows_cap:
+                    rows_cap *= 4
+                    continue
+                unscored = fill[:need]
+            else:
+                unscored = []
+            break
+        # rows.ScoredRow: the item's columns, then its score
+        width = ItemRow.WIDTH
+        out = [
+            (*row[:width], _store.score(float(row[at_distance]), spec.distance)) for row in scored
+        ]
+        out.extend((*row[:width], None) for row in unscored)
+        return out[: op.limit]
+
+    async def _semantic_steps(
+        self, op: SearchOp, prefix: str | None, flt: _store.FilterPlan, query: str
+    ) -> list[Any]:
+        """A schema without the search function: the nearest vectors, read in growing numbers until
         ``offset + limit`` items pass the filter (or none are left), then items without vectors
         (InMemoryStore's order: they come after every scored one)."""
         spec = self.index_spec
@@ -426,7 +582,9 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 # more candidates than an HNSW scan returns by default (hnsw.ef_search), more
                 # IVFFlat lists probed, and a scan that does not stop at the namespace filter:
                 # set for this transaction only
-                knobs = {"ef": str(min(candidates, 1000)), "probes": str(max(1, candidates // 10))}
+                ef = min(max(candidates, spec.search.get("ef_search", 0)), MAX_EF_SEARCH)
+                probes = max(1, candidates // 10, spec.search.get("probes", 0))
+                knobs = {"ef": str(ef), "probes": str(probes)}
                 steps = [_steps.Stmt(q["store_ef_search"], knobs, prepare=None)]
                 if await self._iterative_scans():
                     steps.append(_steps.Stmt(q["store_iterative_scan"], None, prepare=None))
@@ -489,9 +647,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         """Whether the server's pgvector has iterative index scans (0.8 or newer)."""
         if self._iterative is None:
             row = await self._driver.fetch_one(self._q["store_pgvector_version"], {})
-            parts = str(row[0] if row else "0").split(".")
-            version = tuple(int(p) for p in parts[:2] if p.isdigit())
-            self._iterative = version >= (0, 8)
+            self._iterative = _pgvector_at_least([row] if row else [], (0, 8))
         return self._iterative
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

@@ -21,6 +21,7 @@ _SAMPLE = {
     "write_rows": "0",
     "vtype": "vector",
     "vop": "cosine",
+    "vdist": "cosine",
 }
 
 

@@ -32,6 +32,10 @@ STATEMENTS: dict[str, tuple[type, Callable[[], str]]] = {
         _rows.NearRow,
         lambda: Q.render("store_vector_search", vtype="halfvec", vop="l2").decode(),
     ),
+    "store_nearest": (
+        _rows.NearestRow,
+        lambda: Q.render("store_nearest", vdist="cosine").decode(),
+    ),
     "store_vector_hashes": (_rows.HashRow, lambda: Q["store_vector_hashes"].decode()),
     "store_prefixes": (_rows.PrefixRow, lambda: Q["store_prefixes"].decode()),
     "store_sweep": (_rows.SweepRow, lambda: Q["store_sweep"].decode()),

@@ -1,0 +1,214 @@
+"""Semantic search in one statement (the search function setup() makes): every shape against
+InMemoryStore with the same embedding, on both of the function's ways (the exact scan of the
+prefix and the ANN index), sync and async; zero vectors; the statement counted on the wire."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.store.base import PutOp
+from langgraph.store.memory import InMemoryStore
+
+from langgraph_pg_saver import AsyncPostgresStore, PostgresStore, SchemaError
+from langgraph_pg_saver.store import store as sync_module
+from langgraph_pg_saver.store import store_async as async_module
+from tests.helpers import traced
+
+DIMS = 32
+WORDS = [f"w{i}" for i in range(40)]
+
+
+def embed(texts: Sequence[str]) -> list[list[float]]:
+    """A bag of hashed words; a text without words is the zero vector."""
+    out = []
+    for text in texts:
+        v = [0.0] * DIMS
+        for word in text.split():
+            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIMS] += 1.0
+        out.append(v)
+    return out
+
+
+def items() -> list[tuple[tuple[str, ...], str, dict[str, Any], bool]]:
+    """(namespace, key, value, indexed) of 240 items: a large namespace, a small one, one of a
+    single item; some without vectors, some whose text is the zero vector."""
+    rng = random.Random(7)
+    out = []
+    for i in range(240):
+        ns = ("a", "big") if i < 200 else ("a", "small") if i < 236 else ("b",)
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
+        value: dict[str, Any] = {
+            "text": "" if i % 37 == 5 else words,
+            "title": " ".join(rng.choice(WORDS) for _ in range(2)),
+            "kind": "rare" if i % 50 == 0 else ("food", "pet", "work")[i % 3],
+            "n": i,
+        }
+        out.append((ns, f"k{i:03d}", value, i % 23 != 4))
+    return out
+
+
+QUERIES = ["w1 w2 w3", "w10 w11 w10"]
+PREFIXES: list[tuple[str, ...]] = [(), ("a",), ("a", "big"), ("a", "small"), ("b",)]
+FILTERS: list[dict[str, Any] | None] = [
+    None,
+    {"kind": "food"},
+    {"kind": "rare"},  # 1 in 50
+    {"kind": "pet", "n": {"$gt": 100}},  # lossy: its comparison is checked in Python
+    {"n": {"$lt": 30}},  # lossy, no prefilter at all
+]
+PAGES = [{"limit": 10}, {"limit": 3, "offset": 4}, {"limit": 50}]
+
+
+def load(store: Any) -> None:
+    ops = [PutOp(ns, key, value, index=None if on else False) for ns, key, value, on in items()]
+    store.batch(ops)
+
+
+def _r(score: float | None) -> float | None:
+    return None if score is None else round(score, 6)
+
+
+def check(ours: list[Any], theirs: list[Any], scores: dict[str, float | None]) -> None:
+    """The same scores in the same order, each item with its own score; the same items, but
+    among equal scores in any order (InMemoryStore keeps the order it holds them in, ours is by
+    key), so at the first and the last score (an offset or a limit may cut such a group) any
+    of the items that have it."""
+    assert [_r(i.score) for i in ours] == [_r(i.score) for i in theirs]
+    for item in ours:
+        assert item.score is None or _r(item.score) == _r(scores[item.key]), item.key
+    if theirs:
+        edges = {_r(theirs[0].score), _r(theirs[-1].score)}
+        assert {i.key for i in ours if _r(i.score) not in edges} == {
+            i.key for i in theirs if _r(i.score) not in edges
+        }
+    assert len({(i.namespace, i.key) for i in ours}) == len(ours)
+
+
+@pytest.fixture(params=["default", "index", "exact"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The function's choice as the store makes it, or forced to the ANN index (no prefix is
+    small enough, no filter sparse enough) or to the exact scan."""
+    for module in (sync_module, async_module):
+        if request.param == "index":
+            monkeypatch.setattr(module, "PROBE_ITEMS", 1)
+            monkeypatch.setattr(module, "ANN_TUPLES", 0)
+        elif request.param == "exact":
+            monkeypatch.setattr(module, "PROBE_ITEMS", 1)
+            monkeypatch.setattr(module, "ANN_TUPLES", 10**6)
+    return request.param
+
+
+def memory_store(fields: list[str]) -> InMemoryStore:
+    memory = InMemoryStore(index={"dims": DIMS, "embed": embed, "fields": fields})  # type: ignore[arg-type]
+    for ns, key, value, on in items():  # one at a time: a batch repeating a text trips it up
+        memory.put(ns, key, value, index=None if on else False)
+    return memory
+
+
+@pytest.mark.parametrize("fields", [["text"], ["text", "title"]])
+def test_every_shape_as_in_memory_store(vector_dsn: str, way: str, fields: list[str]) -> None:
+    memory = memory_store(fields)
+    index = {"dims": DIMS, "embed": embed, "fields": fields}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        load(store)
+        for query in QUERIES:
+            for prefix in PREFIXES:
+                scores = {i.key: i.score for i in memory.search(prefix, query=query, limit=1000)}
+                for flt in FILTERS:
+                    for page in PAGES:
+                        ours = store.search(prefix, query=query, filter=flt, **page)
+                        theirs = memory.search(prefix, query=query, filter=flt, **page)
+                        check(ours, theirs, scores)
+
+
+async def test_async_shapes_as_in_memory_store(vector_dsn: str, way: str) -> None:
+    memory = memory_store(["text"])
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    async with AsyncPostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        await store.setup()
+        await store.abatch(
+            [PutOp(ns, key, value, index=None if on else False) for ns, key, value, on in items()]
+        )
+        for prefix in PREFIXES[:3]:
+            scores = {i.key: i.score for i in memory.search(prefix, query="w1 w2", limit=1000)}
+            for flt in FILTERS:
+                for page in PAGES[:2]:
+                    ours = await store.asearch(prefix, query="w1 w2", filter=flt, **page)
+                    theirs = memory.search(prefix, query="w1 w2", filter=flt, **page)
+                    check(ours, theirs, scores)
+
+
+def test_zero_vectors_score_zero_in_their_place(vector_dsn: str, way: str) -> None:
+    """pgvector's HNSW index of cosine distance leaves zero vectors out; they are scored 0 (as
+    InMemoryStore scores them): after every item nearer than orthogonal, before the others."""
+    index = {"dims": 4, "embed": lambda texts: [[float(x) for x in t.split()] for t in texts]}
+    with PostgresStore.from_conn_string(vector_dsn, index={**index, "fields": ["v"]}) as store:  # type: ignore[arg-type]
+        store.setup()
+        memory = InMemoryStore(index={**index, "fields": ["v"]})  # type: ignore[arg-type]
+        vectors = {"near": "1 0 0 0", "side": "0 1 0 0", "far": "-1 0 0 0", "zero": "0 0 0 0"}
+        for s in (store, memory):
+            for key, v in vectors.items():
+                s.put(("z",), key, {"v": v})
+            s.put(("z",), "plain", {"v": "1 1 1 1"}, index=False)
+        ours = store.search(("z",), query="1 0.1 0 0", limit=10)
+        theirs = memory.search(("z",), query="1 0.1 0 0", limit=10)
+        assert [i.key for i in ours] == ["near", "side", "zero", "far", "plain"]
+        zero = next(i for i in ours if i.key == "zero")
+        assert zero.score == 0.0
+        check(ours, theirs, {i.key: i.score for i in theirs})
+        # a zero query: every item scores 0
+        assert {i.score for i in store.search(("z",), query="0 0 0 0", limit=10)} == {0.0, None}
+
+
+@pytest.mark.parametrize(
+    ("prefix", "flt", "page"),
+    [
+        ((), None, {}),
+        (("a", "big"), {"kind": "food"}, {"offset": 3}),
+        (("a", "small"), {"kind": "rare"}, {"limit": 40}),
+        (("a",), {"kind": "pet", "n": {"$gt": 100}}, {}),
+    ],
+)
+def test_one_round_trip_per_search(
+    vector_dsn: str, way: str, prefix: Any, flt: Any, page: Any
+) -> None:
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as setup:  # type: ignore[arg-type]
+        setup.setup()
+        load(setup)
+    with psycopg.connect(vector_dsn, autocommit=True) as conn:
+        store = PostgresStore(conn, index=index)  # type: ignore[arg-type]
+        store.search(prefix, query="w1", filter=flt, **page)  # any first-use checks
+        with traced(conn.pgconn) as trace:
+            found = store.search(prefix, query="w1 w2", filter=flt, **page)
+        assert trace.round_trips == 1
+        assert found
+
+
+def test_a_vectors_table_older_than_the_function_still_searches(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    memory = memory_store(["text"])
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        load(store)
+        with psycopg.connect(vector_dsn, autocommit=True) as conn:
+            conn.execute("DROP FUNCTION pgsaver_store_nearest_cosine")
+        with pytest.raises(SchemaError, match="pgsaver_store_nearest_cosine"):
+            store.setup(check=True)
+        with PostgresStore.from_conn_string(vector_dsn, index=index) as old:  # type: ignore[arg-type]
+            scores = {i.key: i.score for i in memory.search(("a",), query="w3", limit=1000)}
+            for flt in FILTERS[:3]:
+                check(
+                    old.search(("a",), query="w3", filter=flt),
+                    memory.search(("a",), query="w3", filter=flt),
+                    scores,
+                )
+        store.setup()  # makes it again
+        store.setup(check=True)
+        assert store.search(("a",), query="w3")
