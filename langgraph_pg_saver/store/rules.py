@@ -823,7 +823,11 @@ BEGIN
         END IF;
         under := everything;
         IF p_prefix IS NOT NULL THEN
-            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below, {COUNT_CAP};
+            -- the test below prefers the index for every count past sqrt(cand * tuples *
+            -- seen / hits * everything): counting further would not change the choice
+            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below,
+                least({COUNT_CAP}, ceil(sqrt(p_cand::float8 * p_tuples * seen / greatest(hits, 1)
+                                             * greatest(everything, 1)))::bigint + 1);
         END IF;
         -- the vectors the index would read to find p_cand matches, each costing about
         -- p_tuples times what an item of the exact scan costs
