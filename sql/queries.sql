@@ -1944,6 +1944,24 @@ DELETE FROM {schema}.pgsaver_store AS s
 USING unnest(%(prefixes)b::text[], %(keys)b::text[]) AS d(prefix, key)
 WHERE s.prefix = d.prefix AND s.key = d.key
 
+-- name: store_put_delete
+-- A batch's deletes and puts (of other keys) in one statement, for a store without an index.
+WITH gone AS (
+    DELETE FROM {schema}.pgsaver_store AS s
+    USING unnest(%(del_prefixes)b::text[], %(del_keys)b::text[]) AS d(prefix, key)
+    WHERE s.prefix = d.prefix AND s.key = d.key
+)
+INSERT INTO {schema}.pgsaver_store AS s
+    (prefix, key, value, value_exact, created_at, updated_at, expires_at, ttl_minutes)
+SELECT u.prefix, u.key, u.value::jsonb, u.value_exact, now(), now(),
+       now() + u.ttl * interval '1 minute', u.ttl
+FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(values)b::text[], %(exacts)b::text[],
+            %(ttls)b::float8[]) AS u(prefix, key, value, value_exact, ttl)
+ON CONFLICT (prefix, key) DO UPDATE
+SET value = EXCLUDED.value, value_exact = EXCLUDED.value_exact, updated_at = now(),
+    expires_at = EXCLUDED.expires_at, ttl_minutes = EXCLUDED.ttl_minutes,
+    created_at = CASE WHEN s.expires_at <= now() THEN now() ELSE s.created_at END
+
 -- name: store_search
 -- Items under a namespace prefix (%(prefix)s itself, or below it: %(below)s is its LIKE pattern;
 -- NULL: every namespace) whose value contains the jsonb prefilter (NULL: any), newest first.
@@ -1976,22 +1994,27 @@ WHERE p.prefix IS NOT NULL
       WHERE s.prefix = p.prefix AND (s.expires_at IS NULL OR s.expires_at > now())))
 
 -- name: store_sweep
--- One batch of the TTL sweep: expired items deleted, if this session holds the sweep lock (one
--- sweeper at a time across workers); the count.
-WITH lock AS (
+-- One batch of the TTL sweep, if this statement holds the sweep lock (one sweeper at a time across
+-- workers): the first %(limit)s expired items from %(after)s on (NULL: from the first), in the
+-- expires_at index's order (the batch before ended there: this one does not walk past the index
+-- entries of the rows it deleted), deleted by their row address. An item another writer changes
+-- meanwhile is checked again as it is then (a put or a refreshing read gave it a new TTL: it
+-- stays). Whether it held the lock, how many it deleted and found, and the last expires_at found.
+WITH lock AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock({_lock_class}, hashtext('store-sweep:' || %(schema)s)) AS held
-), doomed AS (
-    SELECT s.prefix, s.key FROM {schema}.pgsaver_store AS s, lock
-    WHERE lock.held AND s.expires_at <= now()
-    ORDER BY s.expires_at
+), doomed AS MATERIALIZED (
+    SELECT e.ctid AS at, e.expires_at FROM {schema}.pgsaver_store AS e
+    WHERE (SELECT held FROM lock) AND e.expires_at <= now()
+      AND e.expires_at >= coalesce(%(after)s::timestamptz, '-infinity')
+    ORDER BY e.expires_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM {schema}.pgsaver_store AS s USING doomed AS d
-    WHERE s.prefix = d.prefix AND s.key = d.key
+    DELETE FROM {schema}.pgsaver_store AS s
+    WHERE s.ctid = ANY (ARRAY(SELECT d.at FROM doomed AS d)) AND s.expires_at <= now()
     RETURNING 1
 )
-SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted
+SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
+       (SELECT count(*) FROM doomed) AS found, (SELECT max(d.expires_at) FROM doomed AS d) AS last
 
 -- ============================================================================ the Store: vectors
 -- pgsaver_store_vectors is made by the store's setup() when it has an index (its dimension is the
@@ -2012,6 +2035,89 @@ halfvec
 
 -- name: _vop_inner_product
 <#>
+
+-- name: store_write
+-- A batch's puts and deletes on a store with an index, with the vectors' bookkeeping, in one
+-- statement, written only if
+--   * no item of the batch changed between this statement's snapshot and its lock on the item
+--     (every writer locks an item before its vectors, so the vectors read are the latest), and
+--   * every field sent without an embedding (%(embeddings)s NULL: the client's text hash,
+--     %(hashes)s, is taken as the stored one's) has a stored vector of that hash;
+-- else nothing is written. Written: deletes (their vectors go by the foreign key), puts (an item
+-- that was not there is inserted unless another writer inserted it meanwhile: that put is then
+-- taken as done before the other's), then the vectors of the items put: fields no longer indexed
+-- go, embedded ones are written, unchanged ones stay. Rows: whether it wrote, whether no item had
+-- changed, then the fields (prefix, key, field) to embed, one a row (one row of NULLs if none).
+WITH put AS (
+    SELECT * FROM unnest(%(prefixes)b::text[], %(keys)b::text[], %(values)b::text[],
+                         %(exacts)b::text[], %(ttls)b::float8[])
+        AS u(prefix, key, value, value_exact, ttl)
+), dropped AS (
+    SELECT * FROM unnest(%(del_prefixes)b::text[], %(del_keys)b::text[]) AS d(prefix, key)
+), field AS (
+    SELECT * FROM unnest(%(f_prefixes)b::text[], %(f_keys)b::text[], %(fields)b::text[],
+                         %(hashes)b::text[], %(embeddings)b::text[])
+        AS n(prefix, key, field, hash, embedding)
+), batch AS (
+    SELECT prefix, key FROM put UNION ALL SELECT prefix, key FROM dropped
+), seen AS MATERIALIZED (
+    SELECT s.prefix, s.key, s.ctid AS at
+    FROM {schema}.pgsaver_store AS s JOIN batch AS b ON s.prefix = b.prefix AND s.key = b.key
+), locked AS MATERIALIZED (
+    SELECT s.prefix, s.key, s.ctid AS at
+    FROM {schema}.pgsaver_store AS s JOIN batch AS b ON s.prefix = b.prefix AND s.key = b.key
+    ORDER BY s.prefix, s.key
+    FOR UPDATE OF s
+), still AS MATERIALIZED (
+    SELECT NOT EXISTS (
+        SELECT 1 FROM seen FULL JOIN locked ON seen.prefix = locked.prefix AND seen.key = locked.key
+        WHERE seen.at IS DISTINCT FROM locked.at) AS still
+), stale AS MATERIALIZED (
+    SELECT n.prefix, n.key, n.field FROM field AS n
+    WHERE n.embedding IS NULL
+      AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_store_vectors AS v
+                      WHERE v.prefix = n.prefix AND v.key = n.key AND v.field = n.field
+                        AND v.text_hash = n.hash)
+), ok AS MATERIALIZED (
+    SELECT (SELECT still FROM still) AND NOT EXISTS (SELECT 1 FROM stale) AS ok
+), removed AS (
+    DELETE FROM {schema}.pgsaver_store AS s USING dropped AS d
+    WHERE s.prefix = d.prefix AND s.key = d.key AND (SELECT ok FROM ok)
+), updated AS (
+    UPDATE {schema}.pgsaver_store AS s
+    SET value = u.value::jsonb, value_exact = u.value_exact, updated_at = now(),
+        expires_at = now() + u.ttl * interval '1 minute', ttl_minutes = u.ttl,
+        created_at = CASE WHEN s.expires_at <= now() THEN now() ELSE s.created_at END
+    FROM put AS u
+    WHERE s.prefix = u.prefix AND s.key = u.key AND (SELECT ok FROM ok)
+    RETURNING s.prefix, s.key
+), inserted AS (
+    INSERT INTO {schema}.pgsaver_store
+        (prefix, key, value, value_exact, created_at, updated_at, expires_at, ttl_minutes)
+    SELECT u.prefix, u.key, u.value::jsonb, u.value_exact, now(), now(),
+           now() + u.ttl * interval '1 minute', u.ttl
+    FROM put AS u
+    WHERE (SELECT ok FROM ok)
+      AND NOT EXISTS (SELECT 1 FROM seen WHERE seen.prefix = u.prefix AND seen.key = u.key)
+    ON CONFLICT (prefix, key) DO NOTHING
+    RETURNING prefix, key
+), done AS (
+    SELECT prefix, key FROM updated UNION ALL SELECT prefix, key FROM inserted
+), unindexed AS (
+    DELETE FROM {schema}.pgsaver_store_vectors AS v USING done AS i
+    WHERE v.prefix = i.prefix AND v.key = i.key
+      AND NOT EXISTS (SELECT 1 FROM field AS n
+                      WHERE n.prefix = v.prefix AND n.key = v.key AND n.field = v.field)
+), embedded AS (
+    INSERT INTO {schema}.pgsaver_store_vectors (prefix, key, field, text_hash, embedding)
+    SELECT n.prefix, n.key, n.field, n.hash, n.embedding::{vtype}
+    FROM field AS n JOIN done AS i ON n.prefix = i.prefix AND n.key = i.key
+    WHERE n.embedding IS NOT NULL
+    ON CONFLICT (prefix, key, field) DO UPDATE
+    SET text_hash = EXCLUDED.text_hash, embedding = EXCLUDED.embedding
+)
+SELECT o.ok, (SELECT still FROM still) AS still, st.prefix, st.key, st.field
+FROM ok AS o LEFT JOIN stale AS st ON true
 
 -- name: store_vector_hashes
 -- The fields already embedded for the given items, with the hash of the text each came from.

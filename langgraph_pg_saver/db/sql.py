@@ -84,7 +84,7 @@ PLANNED_BY_STATS = {
         StatsPlan,
     ),
     **dict.fromkeys(
-        ("store_get", "store_refresh", "store_delete"),
+        ("store_get", "store_refresh", "store_delete", "store_put_delete", "store_write"),
         StoreStatsPlan,
     ),
 }

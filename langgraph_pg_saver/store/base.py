@@ -246,6 +246,41 @@ class StoreBase(BaseStore):
         return list(out)
 
     @staticmethod
+    def _fields(plan: BatchPlan) -> list[tuple[str, str, str, str, str]]:
+        """(prefix, key, field, text, text hash) of every indexed field of the batch's puts."""
+        return [
+            (prefix, key, name, text, _store.text_hash(text))
+            for (prefix, key), pairs in plan.texts.items()
+            for name, text in pairs
+        ]
+
+    @staticmethod
+    def _write_params(
+        plan: BatchPlan,
+        fields: list[tuple[str, str, str, str, str]],
+        vectors: dict[tuple[str, str, str], str],
+    ) -> dict[str, Any]:
+        """The ``store_write`` parameters: the batch's puts and deletes, and each indexed field
+        with its text hash and, for those in ``vectors``, its embedding (the others are taken as
+        unchanged: the statement checks)."""
+        puts = [(k, v) for k, v in plan.puts.items() if v is not None]
+        deletes = [k for k, v in plan.puts.items() if v is None]
+        return {
+            "prefixes": [k[0] for k, _ in puts],
+            "keys": [k[1] for k, _ in puts],
+            "values": [v[0] for _, v in puts],
+            "exacts": [v[1] for _, v in puts],
+            "ttls": [v[2] for _, v in puts],
+            "del_prefixes": [k[0] for k in deletes],
+            "del_keys": [k[1] for k in deletes],
+            "f_prefixes": [f[0] for f in fields],
+            "f_keys": [f[1] for f in fields],
+            "fields": [f[2] for f in fields],
+            "hashes": [f[4] for f in fields],
+            "embeddings": [vectors.get((f[0], f[1], f[2])) for f in fields],
+        }
+
+    @staticmethod
     def _put_params(plan: BatchPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The ``store_put`` and ``store_delete`` parameters of a batch (None: nothing to do)."""
         puts = [(k, v) for k, v in plan.puts.items() if v is not None]

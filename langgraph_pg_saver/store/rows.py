@@ -91,6 +91,18 @@ class HashRow:
     WIDTH = 4
 
 
+class WriteRow:
+    """store_write: whether it wrote, whether no item of the batch had changed meanwhile, then a
+    field to embed (NULLs: none)."""
+
+    OK = 0
+    STILL = 1
+    PREFIX = 2
+    KEY = 3
+    FIELD = 4
+    WIDTH = 5
+
+
 class PrefixRow:
     """store_prefixes: a namespace (dotted) holding an item."""
 
@@ -99,11 +111,14 @@ class PrefixRow:
 
 
 class SweepRow:
-    """store_sweep: whether this session holds the sweep lock, and how many items it deleted."""
+    """store_sweep: whether this session holds the sweep lock, how many items it deleted and
+    found, and the last expires_at it found (where the next batch starts)."""
 
     HELD = 0
     DELETED = 1
-    WIDTH = 2
+    FOUND = 2
+    LAST = 3
+    WIDTH = 4
 
 
 class SourceRow:

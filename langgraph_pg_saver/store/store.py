@@ -44,13 +44,18 @@ from langgraph_pg_saver.store.rows import (
     PrefixRow,
     SourceRow,
     SweepRow,
+    WriteRow,
 )
 
 logger = logging.getLogger(__name__)
 _monotonic = time.monotonic
 
-#: expired items the TTL sweep deletes per statement
-SWEEP_BATCH = 1000
+#: expired items the TTL sweep deletes per statement (and transaction)
+SWEEP_BATCH = 10_000
+#: store_write's tries for a batch of a store with an index before it is written in a transaction
+#: that locks its items first (other writers changed them in each try's instant between its
+#: snapshot and its locks)
+WRITE_TRIES = 4
 
 
 class _StaleVectors(Exception):
@@ -624,26 +629,105 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         return self._namespaces(op, (row[at_prefix] for row in rows))
 
     def _write(self, plan: BatchPlan) -> None:
+        """The batch's puts and deletes: one statement (one round trip) unless some indexed text
+        is new or changed; then it is embedded and the batch sent again."""
+        if not plan.puts:
+            return
+        if plan.texts and self.embeddings is not None and self.index_spec is not None:
+            self._write_indexed(plan)
+            return
+        put, delete = self._put_params(plan)
+        q = self._q
+        if put is not None and delete is not None:
+            params = {**put, "del_prefixes": delete["prefixes"], "del_keys": delete["keys"]}
+            self._driver.execute(q["store_put_delete"], params)
+        elif put is not None:
+            self._driver.execute(q["store_put"], put)
+        elif delete is not None:
+            self._driver.execute(q["store_delete"], delete)
+
+    def _write_indexed(self, plan: BatchPlan) -> None:
+        """store_write, first with every indexed field taken as unchanged: it writes if each
+        stored hash matches, else writes nothing and names the fields to embed; those are
+        embedded (one call) and the batch sent again with their embeddings. An item another
+        writer changed meanwhile makes a try write nothing: the next reads it as it is then."""
+        spec = self.index_spec
+        assert spec is not None
+        statement = self._q.render("store_write", vtype=spec.vector_type)
+        fields = self._fields(plan)
+        texts = {(p, k, f): text for p, k, f, text, _ in fields}
+        vectors: dict[tuple[str, str, str], str] = {}
+        at_ok, at_still = WriteRow.OK, WriteRow.STILL
+        at_prefix, at_key, at_field = WriteRow.PREFIX, WriteRow.KEY, WriteRow.FIELD
+        for _ in range(WRITE_TRIES):
+            rows = self._driver.fetch_all(statement, self._write_params(plan, fields, vectors))
+            if not rows or rows[0][at_ok]:
+                return
+            if not rows[0][at_still]:
+                continue  # an item changed between the statement's snapshot and its lock
+            need = [
+                (r[at_prefix], r[at_key], r[at_field])
+                for r in rows
+                if r[at_prefix] is not None and (r[at_prefix], r[at_key], r[at_field]) in texts
+            ]
+            self._embed(need, texts, vectors)
+        self._write_locked(plan)
+
+    def _embed(
+        self,
+        need: list[tuple[str, str, str]],
+        texts: dict[tuple[str, str, str], str],
+        vectors: dict[tuple[str, str, str], str],
+    ) -> None:
+        """Embed the texts of the fields ``need`` names (each distinct text once, one call) into
+        ``vectors``."""
+        spec = self.index_spec
+        assert spec is not None
+        assert self.embeddings is not None
+        done = {texts[f]: vector for f, vector in vectors.items()}
+        wanted: dict[str, tuple[str, str, str]] = {}  # text -> the first field that has it
+        for f in need:
+            if texts[f] not in done:
+                wanted.setdefault(texts[f], f)
+        if wanted:
+            embedded = self.embeddings.embed_documents(list(wanted))
+            if len(embedded) != len(wanted):
+                raise PgSaverError(
+                    f"the embedding function returned {len(embedded)} embeddings for "
+                    f"{len(wanted)} texts; nothing was written"
+                )
+            for (text, (_, key, name)), vector in zip(wanted.items(), embedded, strict=True):
+                done[text] = _store.vector_text(
+                    vector, spec.dims, f"field {name!r} of item {key!r}"
+                )
+        for f in need:
+            vectors[f] = done[texts[f]]
+
+    def _write_locked(self, plan: BatchPlan) -> None:
+        """The batch in a transaction that writes its items (locking them) before reading the
+        stored hashes, then the vectors; the last try embeds every field."""
         for _ in range(3):
             try:
                 self._write_once(plan)
                 return
             except _StaleVectors:
                 continue  # another writer changed a field meanwhile: read and embed again
-        self._write_once(plan)
+        self._write_once(plan, everything=True)
 
-    def _write_once(self, plan: BatchPlan) -> None:
+    def _write_once(self, plan: BatchPlan, everything: bool = False) -> None:
         put, delete = self._put_params(plan)
         q = self._q
         vectors = None
         if plan.texts and self.embeddings is not None and self.index_spec is not None:
-            rows = self._driver.fetch_all(
-                q["store_vector_hashes"],
-                {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
-            )
-            at_prefix, at_key, at_field = HashRow.PREFIX, HashRow.KEY, HashRow.FIELD
-            at_hash = HashRow.TEXT_HASH
-            known = {(r[at_prefix], r[at_key], r[at_field]): r[at_hash] for r in rows}
+            known: dict[tuple[str, str, str], str] = {}
+            if not everything:
+                rows = self._driver.fetch_all(
+                    q["store_vector_hashes"],
+                    {"prefixes": [p for p, _ in plan.texts], "keys": [k for _, k in plan.texts]},
+                )
+                at_prefix, at_key, at_field = HashRow.PREFIX, HashRow.KEY, HashRow.FIELD
+                at_hash = HashRow.TEXT_HASH
+                known = {(r[at_prefix], r[at_key], r[at_field]): r[at_hash] for r in rows}
             texts = self._to_embed(plan, known)
             embedded = self.embeddings.embed_documents(texts) if texts else []
             if len(embedded) != len(texts):
@@ -774,15 +858,18 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         the same time makes this one a no-op (0): one sweep at a time across workers."""
         self._driver.refuse_write("sweep_ttl")
         total = 0
+        after: Any = None
         while True:
             row = self._driver.fetch_one(
-                self._q["store_sweep"], {"limit": SWEEP_BATCH, "schema": self._q.schema}
+                self._q["store_sweep"],
+                {"limit": SWEEP_BATCH, "schema": self._q.schema, "after": after},
             )
-            held = bool(row and row[SweepRow.HELD])
-            count = row[SweepRow.DELETED] if row else 0
-            total += int(count)
-            if not held or int(count) < SWEEP_BATCH:
+            if row is None or not row[SweepRow.HELD]:
                 return total
+            total += int(row[SweepRow.DELETED])
+            if int(row[SweepRow.FOUND]) < SWEEP_BATCH:
+                return total
+            after = row[SweepRow.LAST]
 
     def _refuse_write(self, operation: str) -> None:
         self._driver.refuse_write(operation)

@@ -39,6 +39,7 @@ STATEMENTS: dict[str, tuple[type, Callable[[], str]]] = {
     "store_vector_hashes": (_rows.HashRow, lambda: Q["store_vector_hashes"].decode()),
     "store_prefixes": (_rows.PrefixRow, lambda: Q["store_prefixes"].decode()),
     "store_sweep": (_rows.SweepRow, lambda: Q["store_sweep"].decode()),
+    "store_write": (_rows.WriteRow, lambda: Q.render("store_write", vtype="vector").decode()),
     "source_exists": (_rows.SourceRow, lambda: SOURCE.exists().decode()),
     "source_items": (_rows.ImportRow, lambda: SOURCE.items("public").decode()),
     "source_items_vectors": (_rows.ImportRow, lambda: SOURCE.items("public", SPEC).decode()),
