@@ -1997,7 +1997,8 @@ WHERE p.prefix IS NOT NULL
 -- One batch of the TTL sweep, if this statement holds the sweep lock (one sweeper at a time across
 -- workers): the first %(limit)s expired items from %(after)s on (NULL: from the first), in the
 -- expires_at index's order (the batch before ended there: this one does not walk past the index
--- entries of the rows it deleted), deleted by their row address. An item another writer changes
+-- entries of the rows it deleted), locked (skipping rows another transaction holds) and deleted by
+-- their row address. An item another writer changes
 -- meanwhile is checked again as it is then (a put or a refreshing read gave it a new TTL: it
 -- stays). Whether it held the lock, how many it deleted and found, and the last expires_at found.
 WITH lock AS MATERIALIZED (
@@ -2008,6 +2009,8 @@ WITH lock AS MATERIALIZED (
       AND e.expires_at >= coalesce(%(after)s::timestamptz, '-infinity')
     ORDER BY e.expires_at
     LIMIT %(limit)s
+    -- a row another transaction holds is left for the next sweep: the sweep never waits
+    FOR UPDATE OF e SKIP LOCKED
 ), gone AS (
     DELETE FROM {schema}.pgsaver_store AS s
     WHERE s.ctid = ANY (ARRAY(SELECT d.at FROM doomed AS d)) AND s.expires_at <= now()

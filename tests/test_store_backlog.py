@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from langgraph.store.base import InvalidNamespaceError
 
-from langgraph_pg_saver import AsyncPostgresStore, InvalidInputError
+from langgraph_pg_saver import AsyncPostgresStore, ConnectionTimeoutError, InvalidInputError
 
 pytestmark = pytest.mark.asyncio
 
@@ -176,3 +176,32 @@ async def test_a_merged_batch_that_fails_gives_each_call_its_own_outcome(
         )
         assert all(i.score is not None for i in found)
         assert await store.aget(("e",), "bad") is None
+
+
+async def test_a_pool_that_gives_no_connection_fails_the_merged_calls_at_once(
+    db_dsn: str,
+) -> None:
+    """Both connections held elsewhere (a saver on the same pool, say): the calls in flight and
+    the merged batch of the queued ones each wait the pool's timeout once; the queued calls are not
+    run again one by one, each waiting it again."""
+    async with AsyncPostgresStore.from_conn_string(
+        db_dsn, pool_config={"min_size": 2, "max_size": 2}, timeout=0.5
+    ) as store:
+        await store.setup()
+        pool = store._driver.pool
+        assert pool is not None
+        held = [await pool.getconn(), await pool.getconn()]
+        try:
+            before = pool.get_stats().get("requests_num", 0)
+            results = await asyncio.gather(
+                *(store.aget(("p",), f"k{i}") for i in range(12)), return_exceptions=True
+            )
+            requests = pool.get_stats().get("requests_num", 0) - before
+        finally:
+            for conn in held:
+                await pool.putconn(conn)
+        assert all(isinstance(r, ConnectionTimeoutError) for r in results), results
+        # two calls in flight, then one merged batch of the other ten (each asks the pool once,
+        # and again after the driver's wait for a lost connection at most)
+        assert requests <= 2 * 3, requests
+        assert await store.aget(("p",), "k0") is None

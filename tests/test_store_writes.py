@@ -22,6 +22,8 @@ from langgraph_pg_saver import AsyncPostgresStore, PostgresStore
 from langgraph_pg_saver.db import policy
 from langgraph_pg_saver.store.rules import text_hash
 
+#: queries.sql _lock_class: the first key of the advisory locks, the sweep lock's too
+LOCK_CLASS = 1818718323
 DIMS = 8
 
 
@@ -310,25 +312,42 @@ def test_a_sweep_larger_than_a_batch(db_dsn: str, monkeypatch: pytest.MonkeyPatc
 
 
 def test_two_sweepers_take_turns(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sweep waiting inside its batch (on a row another session holds) keeps the sweep lock:
-    a second sweep meanwhile does nothing; the first then deletes everything expired."""
+    """While another sweep holds the sweep lock (a session holding it in its transaction), a sweep
+    does nothing; once it is free, the sweep deletes everything expired."""
     monkeypatch.setattr(sync_store, "SWEEP_BATCH", 10)
     with (
-        PostgresStore.from_conn_string(db_dsn) as first,
-        PostgresStore.from_conn_string(db_dsn) as second,
+        PostgresStore.from_conn_string(db_dsn) as store,
         psycopg.connect(db_dsn) as holder,
     ):
-        _expire(first, 25)
-        swept: list[int] = []
+        _expire(store, 25)
         with holder.transaction():
-            holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k0' FOR UPDATE")
-            sweeper = threading.Thread(target=lambda: swept.append(first.sweep_ttl()))
+            row = holder.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, hashtext('store-sweep:' || 'public'))",
+                (LOCK_CLASS,),
+            ).fetchone()
+            assert row == (True,)
+            assert store.sweep_ttl() == 0
+        assert store.sweep_ttl() == 25
+        assert store.sweep_ttl() == 0
+
+
+def test_a_sweep_skips_a_row_another_transaction_holds(db_dsn: str) -> None:
+    """An expired row locked by another transaction is left for the next sweep: the sweep does
+    not wait behind the writer (nor hold the rest of its batch's rows meanwhile)."""
+    with (
+        PostgresStore.from_conn_string(db_dsn) as store,
+        psycopg.connect(db_dsn) as holder,
+    ):
+        _expire(store, 5)
+        with holder.transaction():
+            holder.execute("SET LOCAL lock_timeout = '20s'")
+            holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k3' FOR UPDATE")
+            done: list[int] = []
+            sweeper = threading.Thread(target=lambda: done.append(store.sweep_ttl()))
             sweeper.start()
-            _wait_for_lock_wait(db_dsn)
-            assert second.sweep_ttl() == 0
-        sweeper.join(30)
-        assert swept == [25]
-        assert second.sweep_ttl() == 0
+            sweeper.join(20)
+            assert done == [4]  # it returned while the row was still held
+        assert store.sweep_ttl() == 1
 
 
 def test_concurrent_sweeps_delete_each_item_once(
@@ -357,26 +376,22 @@ def test_concurrent_sweeps_delete_each_item_once(
         assert a.sweep_ttl() == 0
 
 
-def test_a_sweep_leaves_an_item_revived_while_it_waited(db_dsn: str) -> None:
-    """An expired item that another writer puts again (a new TTL) while the sweep waits for it
-    is not deleted."""
+def test_a_sweep_leaves_an_item_being_revived(db_dsn: str) -> None:
+    """An expired item that another writer is putting again (a new TTL, not committed yet) when
+    the sweep runs is not deleted."""
     with (
         PostgresStore.from_conn_string(db_dsn) as store,
         psycopg.connect(db_dsn) as other_conn,
     ):
         _expire(store, 3)
         other = PostgresStore(other_conn)
-        swept: list[int] = []
         with other_conn.transaction():
             other.put(("s",), "k1", {"i": "again"}, ttl=60)
-            sweeper = threading.Thread(target=lambda: swept.append(store.sweep_ttl()))
-            sweeper.start()
-            _wait_for_lock_wait(db_dsn)
-        sweeper.join(30)
-        assert swept == [2]
+            assert store.sweep_ttl() == 2
         item = store.get(("s",), "k1")
         assert item is not None
         assert item.value == {"i": "again"}
+        assert store.sweep_ttl() == 0
 
 
 async def test_async_sweep_in_batches(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:

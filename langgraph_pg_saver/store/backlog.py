@@ -10,7 +10,11 @@ go in one statement, gets of one namespace in one. Calls that are queued togethe
 concurrent, so running them as one batch (reads first, then the writes in call order, the last
 put of a key winning) gives a result that running them one by one could also give. A merged
 batch that fails is run again call by call, so that each call gets its own result or error (its
-writes were one transaction and rolled back; its reads and TTL refreshes may run twice).
+writes were one transaction and rolled back; its reads and TTL refreshes may run twice), unless the
+failure is no call's own (no connection within the pool's timeout, the server gone, a read-only
+server, a statement timeout): then every call of the batch gets it at once. A call cancelled
+while it waits is dropped; one cancelled after its batch was sent may still be applied, as a
+statement already sent may still commit.
 
 The sync store has no backlog: its calls come from threads, each waiting for a connection.
 """
@@ -22,8 +26,30 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from psycopg import OperationalError
+from psycopg_pool import PoolClosed, PoolTimeout
+
+from langgraph_pg_saver.errors import (
+    ConnectionTimeoutError,
+    ReadOnlyError,
+    SaverClosedError,
+    StatementTimeoutError,
+)
+
 #: the most operations one merged batch runs (a slot's share of the backlog)
 MERGED_OPS = 1000
+
+#: failures of a merged batch that are no call's own (no connection, the server gone, read-only,
+#: a statement timeout): every call of the batch gets them, none is run again alone
+_SHARED: tuple[type[BaseException], ...] = (
+    OperationalError,
+    PoolTimeout,
+    PoolClosed,
+    ConnectionTimeoutError,
+    ReadOnlyError,
+    StatementTimeoutError,
+    SaverClosedError,
+)
 
 Run = Callable[[list[Any]], Awaitable[list[Any]]]
 
@@ -107,6 +133,12 @@ class Backlog:
                 return
             try:
                 results = await self._run([op for ops, _ in taken for op in ops])
+            except _SHARED as exc:
+                # the connection, the pool or the server failed, not a call: run alone, each
+                # call would wait for it again
+                for _, done in taken:
+                    _fail(done, exc)
+                return
             except Exception:
                 # each call alone, for its own result or error
                 for ops, done in taken:
