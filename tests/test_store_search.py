@@ -166,6 +166,33 @@ def test_zero_vectors_score_zero_in_their_place(vector_dsn: str, way: str) -> No
         assert {i.score for i in store.search(("z",), query="0 0 0 0", limit=10)} == {0.0, None}
 
 
+def test_a_flat_store_sharing_the_schema_leaves_the_index_search_whole(
+    vector_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One search function per distance and schema: a flat store's setup() after an HNSW
+    store's must not make the HNSW store's index searches lose the zero vectors."""
+    for module in (sync_module, async_module):  # the index's way
+        monkeypatch.setattr(module, "PROBE_ITEMS", 1)
+        monkeypatch.setattr(module, "ANN_TUPLES", 0)
+    index = {"dims": 4, "embed": lambda texts: [[float(x) for x in t.split()] for t in texts]}
+    hnsw = {**index, "fields": ["v"]}
+    flat = {**hnsw, "ann_index_config": {"kind": "flat"}}
+    with (
+        PostgresStore.from_conn_string(vector_dsn, index=hnsw) as store,  # type: ignore[arg-type]
+        PostgresStore.from_conn_string(vector_dsn, index=flat) as other,  # type: ignore[arg-type]
+    ):
+        store.setup()
+        for key, v in {"near": "1 0 0 0", "far": "-1 0 0 0", "zero": "0 0 0 0"}.items():
+            store.put(("z",), key, {"v": v})
+        for i in range(20):  # more than the probe reads: the index's way is taken
+            store.put(("z",), f"f{i}", {"v": f"0 -1 {i} 0"})
+        other.setup()
+        for s in (store, other):
+            # two asked for: the index gives two (near, far) unless the zero vectors are read
+            found = s.search(("z",), query="1 0.1 0 0", limit=2)
+            assert [i.key for i in found] == ["near", "zero"]
+
+
 @pytest.mark.parametrize(
     ("prefix", "flt", "page"),
     [

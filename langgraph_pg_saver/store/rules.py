@@ -752,7 +752,9 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     count_all = f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store LIMIT $1) AS c"
     joined = f"JOIN {s}.pgsaver_store AS s ON s.prefix = v.prefix AND s.key = v.key"
     zero = ""
-    if spec.kind != "flat" and spec.distance == "cosine":
+    # in every kind's function (one per distance and schema, whichever store's setup() made it
+    # last): a flat store never takes the index's way, an HNSW store sharing its schema does
+    if spec.distance == "cosine":
         zero = (
             f" UNION ALL (SELECT v.prefix, v.key, 1::float8 FROM {s}.pgsaver_store_vectors AS v"
             f" {joined} WHERE {_NORM[vt]}(v.embedding) = 0 AND {under_v} AND {keep} LIMIT $10)"

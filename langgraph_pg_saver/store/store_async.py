@@ -507,8 +507,10 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             page["probes"] = max(spec.search.get("probes", 1), ef // 10)
             try:
                 rows = await self._driver.fetch_all(statement, {**params, **page})
-            except errors.UndefinedFunction:
-                if self._driver.in_caller_transaction():
+            except errors.UndefinedFunction as exc:
+                # the function itself missing, not an operator or function its body calls
+                missing = _store.nearest_function(spec) in (exc.diag.message_primary or "")
+                if not missing or self._driver.in_caller_transaction():
                     raise
                 logger.warning(
                     "%s: schema %r has no %s (made by setup() of this release): semantic "
