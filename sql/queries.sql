@@ -2122,6 +2122,20 @@ WITH put AS (
 SELECT o.ok, (SELECT still FROM still) AS still, st.prefix, st.key, st.field
 FROM ok AS o LEFT JOIN stale AS st ON true
 
+-- name: store_write_call
+-- store_write through the write function setup() makes (rules.write_ddl: its body is store_write,
+-- its arguments these, in this order): the server plans the statement once per session (a
+-- generic plan on the primary keys, whatever the tables' statistics), not at every call.
+SELECT * FROM {schema}.pgsaver_store_write_{vtype}(
+    %(prefixes)b::text[], %(keys)b::text[], %(values)b::text[], %(exacts)b::text[],
+    %(ttls)b::float8[], %(del_prefixes)b::text[], %(del_keys)b::text[], %(f_prefixes)b::text[],
+    %(f_keys)b::text[], %(fields)b::text[], %(hashes)b::text[], %(embeddings)b::text[])
+
+-- name: store_write_function
+-- Whether the write function of a vector type exists in the schema (setup(check=True)).
+SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s AND p.proname = %(name)s
+
 -- name: store_vector_hashes
 -- The fields already embedded for the given items, with the hash of the text each came from.
 SELECT v.prefix, v.key, v.field, v.text_hash

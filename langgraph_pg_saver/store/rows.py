@@ -92,8 +92,9 @@ class HashRow:
 
 
 class WriteRow:
-    """store_write: whether it wrote, whether no item of the batch had changed meanwhile, then a
-    field to embed (NULLs: none)."""
+    """store_write (and the write function, rules.write_ddl, whose rows are the statement's):
+    whether it wrote, whether no item of the batch had changed meanwhile, then a field to embed
+    (NULLs: none)."""
 
     OK = 0
     STILL = 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
@@ -652,6 +653,76 @@ FROM {self.schema_sql}.store AS s
 JOIN {target}.pgsaver_store AS t ON t.prefix = s.prefix AND t.key = s.key
 WHERE {self._batch()}
 """.encode()
+
+
+# --------------------------------------------------------------------------- indexed writes
+
+#: a statement's parameter, with the cast that follows it (``%(keys)b::text[]``)
+_PARAM_RE = re.compile(r"%\((\w+)\)[sb](?:::(\w+(?:\[\])?))?")
+#: the settings of the write function: one generic plan per session (made at its first call, and
+#: again after an ANALYZE or DDL of its tables), on the primary keys whatever the statistics say
+#: (statistics of empty tables included)
+WRITE_SETTINGS = (
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+    ("enable_hashjoin", "off"),
+    ("enable_mergejoin", "off"),
+)
+
+
+def write_function(spec: IndexSpec) -> str:
+    """The name of the write function of ``spec``'s vector type (made by setup: write_ddl)."""
+    return f"pgsaver_store_write_{spec.vector_type}"
+
+
+def write_ddl(schema_sql: str, spec: IndexSpec) -> str:
+    """The write function of ``spec``'s vector type: the ``store_write`` statement of
+    queries.sql (one source) as a PL/pgSQL function, its named parameters renumbered to the
+    function's arguments in ``store_write_call``'s order and types (docs/performance.md, "Store
+    writes and the TTL sweep"). PL/pgSQL caches the plan of its statement for the session, and
+    the SET clauses (WRITE_SETTINGS) make it one generic plan on the primary keys: a put is not
+    planned at every call, as the statement sent unprepared is while the tables are small."""
+    from langgraph_pg_saver.db.sql import raw_queries
+
+    raw = raw_queries()
+    body, call = raw["store_write"], raw["store_write_call"]
+    args: dict[str, str] = {}
+    for name, cast in _PARAM_RE.findall(call):
+        if not cast or name in args:
+            raise ValueError(f"store_write_call: argument {name!r} needs one cast, once")
+        args[name] = cast
+    casts: dict[str, set[str]] = {}
+    for name, cast in _PARAM_RE.findall(body):
+        casts.setdefault(name, set()).add(cast)
+    if set(casts) != set(args):
+        raise ValueError(
+            f"store_write_call passes {sorted(args)}; store_write takes {sorted(casts)}"
+        )
+    for name, found in casts.items():
+        if found - {"", args[name]}:
+            raise ValueError(f"store_write casts {name!r} as {sorted(found)}, not {args[name]!r}")
+    number = {name: i for i, name in enumerate(args, start=1)}
+
+    def positional(m: re.Match[str]) -> str:
+        cast = m.group(2)
+        return f"${number[m.group(1)]}" + (f"::{cast}" if cast else "")
+
+    body = _PARAM_RE.sub(positional, body)
+    body = body.replace("{schema}", schema_sql).replace("{vtype}", spec.vector_type)
+    if "{" in body or "$fn$" in body or "%(" in body:
+        raise ValueError("store_write: a placeholder left that the write function cannot fill")
+    params = ", ".join(f"p_{name} {cast}" for name, cast in args.items())
+    settings = " ".join(f"SET {k} = {v}" for k, v in WRITE_SETTINGS)
+    return f"""CREATE OR REPLACE FUNCTION {schema_sql}.{write_function(spec)}({params})
+RETURNS TABLE (ok boolean, still boolean, prefix text, key text, field text)
+LANGUAGE plpgsql VOLATILE {settings}
+AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+{body};
+END
+$fn$"""
 
 
 # --------------------------------------------------------------------------- semantic search

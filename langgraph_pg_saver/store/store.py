@@ -150,6 +150,8 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         self._iterative: bool | None = None
         #: whether the schema has the search function (None: not known yet)
         self._nearest: bool | None = None
+        #: whether the schema has the write function (None: not known yet)
+        self._writer: bool | None = None
 
     @property
     def conn(self) -> Connection[Any] | ConnectionPool[Any]:
@@ -239,6 +241,16 @@ class PostgresStore(PoolOwner, SyncStoreBase):
                         f"{self._q.schema!r} (its vectors table predates it): run setup() once "
                         "with this index"
                     )
+                name = _store.write_function(spec)
+                row = self._driver.fetch_one(
+                    self._q["store_write_function"], {"schema": self._q.schema, "name": name}
+                )
+                if not row or not int(row[0]):
+                    raise SchemaError(
+                        f"the store's write function {name} does not exist in schema "
+                        f"{self._q.schema!r} (its vectors table predates it): run setup() once "
+                        "with this index"
+                    )
             return
         schema_sql = self._q.schema_sql
         statements = [
@@ -251,6 +263,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         zero = _store.zero_index_ddl(schema_sql, spec)
         if zero is not None:
             statements.append(_steps.Stmt(zero.encode(), None))
+        statements.append(_steps.Stmt(_store.write_ddl(schema_sql, spec).encode(), None))
         statements.append(_steps.Stmt(self._q["store_pgvector_version"], None))
 
         def function(rows: _steps.Rows) -> _steps.Step:
@@ -262,6 +275,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         try:
             self._driver.run_step(_steps.Step(tuple(statements), lock_timeout=30.0, then=function))
             self._nearest = None
+            self._writer = None
         except ReadOnlyError:
             if have == want:
                 return  # a standby whose vectors are as this index asks: nothing to change
@@ -652,17 +666,18 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         """store_write, first with every indexed field taken as unchanged: it writes if each
         stored hash matches, else writes nothing and names the fields to embed; those are
         embedded (one call) and the batch sent again with their embeddings. An item another
-        writer changed meanwhile makes a try write nothing: the next reads it as it is then."""
+        writer changed meanwhile makes a try write nothing: the next reads it as it is then.
+        Each try calls the write function setup() made (``rules.write_ddl``: the statement
+        planned once per session); a schema without it gets the statement itself."""
         spec = self.index_spec
         assert spec is not None
-        statement = self._q.render("store_write", vtype=spec.vector_type)
         fields = self._fields(plan)
         texts = {(p, k, f): text for p, k, f, text, _ in fields}
         vectors: dict[tuple[str, str, str], str] = {}
         at_ok, at_still = WriteRow.OK, WriteRow.STILL
         at_prefix, at_key, at_field = WriteRow.PREFIX, WriteRow.KEY, WriteRow.FIELD
         for _ in range(WRITE_TRIES):
-            rows = self._driver.fetch_all(statement, self._write_params(plan, fields, vectors))
+            rows = self._write_try(spec, self._write_params(plan, fields, vectors))
             if not rows or rows[0][at_ok]:
                 return
             if not rows[0][at_still]:
@@ -674,6 +689,35 @@ class PostgresStore(PoolOwner, SyncStoreBase):
             ]
             self._embed(need, texts, vectors)
         self._write_locked(plan)
+
+    def _write_try(self, spec: _store.IndexSpec, params: dict[str, Any]) -> list[Any]:
+        """One try of store_write: through the write function while the schema has it, else the
+        statement (a schema set up by an older release: said once, and remembered)."""
+        q = self._q
+        if self._writer is not False:
+            try:
+                rows = self._driver.fetch_all(
+                    q.render("store_write_call", vtype=spec.vector_type), params
+                )
+            except errors.UndefinedFunction as exc:
+                # the function itself missing, not an operator or function its body calls
+                if _store.write_function(spec) not in (exc.diag.message_primary or ""):
+                    raise
+                logger.warning(
+                    "%s: schema %r has no %s (made by setup() of this release): indexed writes "
+                    "send the statement, planned at every call while the tables are small, "
+                    "until setup() runs again",
+                    self._driver.owner,
+                    q.schema,
+                    _store.write_function(spec),
+                )
+                self._writer = False
+                if self._driver.in_caller_transaction():
+                    raise  # the caller's transaction is aborted: its next call sends the statement
+            else:
+                self._writer = True
+                return rows
+        return self._driver.fetch_all(q.render("store_write", vtype=spec.vector_type), params)
 
     def _embed(
         self,

@@ -156,6 +156,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         self._iterative: bool | None = None
         #: whether the schema has the search function (None: not known yet)
         self._nearest: bool | None = None
+        #: whether the schema has the write function (None: not known yet)
+        self._writer: bool | None = None
         # [async-only]
         try:  # made inside the loop (as the official store must be): bound to it at once
             self.loop = asyncio.get_running_loop()
@@ -268,6 +270,16 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                         f"{self._q.schema!r} (its vectors table predates it): run setup() once "
                         "with this index"
                     )
+                name = _store.write_function(spec)
+                row = await self._driver.fetch_one(
+                    self._q["store_write_function"], {"schema": self._q.schema, "name": name}
+                )
+                if not row or not int(row[0]):
+                    raise SchemaError(
+                        f"the store's write function {name} does not exist in schema "
+                        f"{self._q.schema!r} (its vectors table predates it): run setup() once "
+                        "with this index"
+                    )
             return
         schema_sql = self._q.schema_sql
         statements = [
@@ -280,6 +292,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         zero = _store.zero_index_ddl(schema_sql, spec)
         if zero is not None:
             statements.append(_steps.Stmt(zero.encode(), None))
+        statements.append(_steps.Stmt(_store.write_ddl(schema_sql, spec).encode(), None))
         statements.append(_steps.Stmt(self._q["store_pgvector_version"], None))
 
         def function(rows: _steps.Rows) -> _steps.Step:
@@ -293,6 +306,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                 _steps.Step(tuple(statements), lock_timeout=30.0, then=function)
             )
             self._nearest = None
+            self._writer = None
         except ReadOnlyError:
             if have == want:
                 return  # a standby whose vectors are as this index asks: nothing to change
@@ -693,19 +707,18 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         """store_write, first with every indexed field taken as unchanged: it writes if each
         stored hash matches, else writes nothing and names the fields to embed; those are
         embedded (one call) and the batch sent again with their embeddings. An item another
-        writer changed meanwhile makes a try write nothing: the next reads it as it is then."""
+        writer changed meanwhile makes a try write nothing: the next reads it as it is then.
+        Each try calls the write function setup() made (``rules.write_ddl``: the statement
+        planned once per session); a schema without it gets the statement itself."""
         spec = self.index_spec
         assert spec is not None
-        statement = self._q.render("store_write", vtype=spec.vector_type)
         fields = self._fields(plan)
         texts = {(p, k, f): text for p, k, f, text, _ in fields}
         vectors: dict[tuple[str, str, str], str] = {}
         at_ok, at_still = WriteRow.OK, WriteRow.STILL
         at_prefix, at_key, at_field = WriteRow.PREFIX, WriteRow.KEY, WriteRow.FIELD
         for _ in range(WRITE_TRIES):
-            rows = await self._driver.fetch_all(
-                statement, self._write_params(plan, fields, vectors)
-            )
+            rows = await self._write_try(spec, self._write_params(plan, fields, vectors))
             if not rows or rows[0][at_ok]:
                 return
             if not rows[0][at_still]:
@@ -717,6 +730,35 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             ]
             await self._embed(need, texts, vectors)
         await self._write_locked(plan)
+
+    async def _write_try(self, spec: _store.IndexSpec, params: dict[str, Any]) -> list[Any]:
+        """One try of store_write: through the write function while the schema has it, else the
+        statement (a schema set up by an older release: said once, and remembered)."""
+        q = self._q
+        if self._writer is not False:
+            try:
+                rows = await self._driver.fetch_all(
+                    q.render("store_write_call", vtype=spec.vector_type), params
+                )
+            except errors.UndefinedFunction as exc:
+                # the function itself missing, not an operator or function its body calls
+                if _store.write_function(spec) not in (exc.diag.message_primary or ""):
+                    raise
+                logger.warning(
+                    "%s: schema %r has no %s (made by setup() of this release): indexed writes "
+                    "send the statement, planned at every call while the tables are small, "
+                    "until setup() runs again",
+                    self._driver.owner,
+                    q.schema,
+                    _store.write_function(spec),
+                )
+                self._writer = False
+                if self._driver.in_caller_transaction():
+                    raise  # the caller's transaction is aborted: its next call sends the statement
+            else:
+                self._writer = True
+                return rows
+        return await self._driver.fetch_all(q.render("store_write", vtype=spec.vector_type), params)
 
     async def _embed(
         self,
