@@ -239,3 +239,134 @@ def test_a_vectors_table_older_than_the_function_still_searches(vector_dsn: str)
         store.setup()  # makes it again
         store.setup(check=True)
         assert store.search(("a",), query="w3")
+
+
+#: values Python's == takes as 1 or 0 (InMemoryStore's rule), beside others that are not
+FLAGS: list[Any] = [True, False, 1, 0, 1.0, 0.0, -0.0, "1", "true", None, [1], {"on": True}]
+
+
+def flag_items() -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    out = []
+    for i in range(120):
+        value: dict[str, Any] = {"text": " ".join(WORDS[(i * 7 + j) % 40] for j in range(4))}
+        if i % 13:  # some without the key
+            value["flag"] = FLAGS[i % len(FLAGS)]
+        value["meta"] = {"on": FLAGS[(i // 3) % len(FLAGS)], "tier": i % 3}
+        for b in range(5):
+            value[f"b{b}"] = bool((i >> b) & 1)
+        out.append((("f", f"g{i % 4}"), f"k{i:03d}", value))
+    return out
+
+
+FLAG_FILTERS: list[dict[str, Any]] = [
+    {"flag": True},
+    {"flag": False},
+    {"flag": 1},
+    {"flag": 0},
+    {"flag": 1.0},
+    {"flag": -0.0},
+    {"flag": {"$eq": True}},
+    {"meta": {"on": 1}},
+    {"meta": {"on": False, "tier": 0}},
+    {"flag": "1"},
+    # 32 alternatives, more than a prefilter spells out: some keys are checked in Python
+    {"b0": True, "b1": False, "b2": True, "b3": 0, "b4": 1},
+]
+
+
+def test_numbers_and_booleans_filter_as_python_compares_them(vector_dsn: str, way: str) -> None:
+    """{"flag": True} matches 1 and 1.0 as well (Python's ==, InMemoryStore's rule), and
+    {"flag": 0} False: the prefilter spells both out for SQL (jsonb tells them apart), so these
+    filters select exactly in SQL, with and without a query, under every way of the search."""
+    from langgraph_pg_saver.store import rules
+
+    for flt in FLAG_FILTERS[:-1]:
+        plan = rules.plan_filter(flt)
+        assert plan.exact, flt
+    assert not rules.plan_filter(FLAG_FILTERS[-1]).exact
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.batch([PutOp(ns, key, value) for ns, key, value in flag_items()])
+        for ns, key, value in flag_items():
+            memory.put(ns, key, value)
+        for prefix in [("f",), ("f", "g1")]:
+            scores = {i.key: i.score for i in memory.search(prefix, query="w1 w8", limit=1000)}
+            for flt in FLAG_FILTERS:
+                for query in (None, "w1 w8"):
+                    ours = store.search(prefix, query=query, filter=flt, limit=200)
+                    theirs = memory.search(prefix, query=query, filter=flt, limit=200)
+                    assert {i.key for i in ours} == {i.key for i in theirs}, (prefix, flt, query)
+                    if query:
+                        check(ours, theirs, scores)
+
+
+def _scans(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
+    """This transaction's sequential and index scans of the store's tables and of the value
+    index."""
+    rows = conn.execute(
+        "SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables "
+        "WHERE relname IN ('pgsaver_store', 'pgsaver_store_vectors') UNION ALL "
+        "SELECT relname, 0, pg_stat_get_xact_numscans(oid) FROM pg_class "
+        "WHERE relname IN ('pgsaver_store_value_idx', 'pgsaver_store_vectors_hnsw_cosine_idx')"
+    ).fetchall()
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+
+def _search_scans(
+    store: PostgresStore, conn: psycopg.Connection[Any], prefix: tuple[str, ...], **kw: Any
+) -> dict[str, Any]:
+    with conn.transaction(force_rollback=True):
+        before = _scans(conn)
+        found = store.search(prefix, **kw)
+        after = _scans(conn)
+    assert found
+    return {
+        t: (after[t][0] - before.get(t, (0, 0))[0], after[t][1] - before.get(t, (0, 0))[1])
+        for t in after
+    }
+
+
+def test_plans_after_statistics_of_empty_tables(vector_dsn: str) -> None:
+    """ANALYZE of the empty tables (autovacuum off: the statistics stay those), a session that
+    searches then (the index scan's plan is kept for the session), 4,000 items loaded: that
+    session's search without a prefix reads the HNSW index, not the tables, and a filter
+    matching 1% reads the items it matches through the value's GIN index."""
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as loader:  # type: ignore[arg-type]
+        loader.setup()
+        with psycopg.connect(vector_dsn, autocommit=True) as admin:
+            for table in ("pgsaver_store", "pgsaver_store_vectors"):
+                admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+                admin.execute(f"ANALYZE {table}")
+        with psycopg.connect(vector_dsn) as conn:
+            early = PostgresStore(conn, index=index)  # type: ignore[arg-type]
+            early.put(("p",), "first", {"text": "w1 w2"})
+            conn.commit()
+            assert early.search(("p",), query="w1")  # planned on the empty tables' statistics
+            conn.commit()
+            rng = random.Random(3)
+            for start in range(0, 4_000, 1_000):
+                loader.batch(
+                    [
+                        PutOp(
+                            ("g", f"s{i % 10}"),
+                            f"m{i}",
+                            {
+                                "text": " ".join(rng.choice(WORDS) for _ in range(6)),
+                                "tag": "rare" if i % 100 == 7 else "common",
+                            },
+                        )
+                        for i in range(start, start + 1_000)
+                    ]
+                )
+            plain = _search_scans(early, conn, (), query="w3 w4", limit=10)
+            rare = _search_scans(early, conn, (), query="w3 w4", filter={"tag": "rare"}, limit=10)
+    assert plain["pgsaver_store_vectors"][0] == 0, plain
+    assert plain["pgsaver_store"][0] == 0, plain
+    assert plain["pgsaver_store_vectors_hnsw_cosine_idx"][1] > 0, plain
+    # (one scan of the items: their count, which statistics of an empty table do not give)
+    assert rare["pgsaver_store"][0] <= 1, rare
+    assert rare["pgsaver_store_vectors"][0] == 0, rare
+    assert rare["pgsaver_store_value_idx"][1] > 0, rare
