@@ -2012,8 +2012,12 @@ WITH lock AS MATERIALIZED (
     -- a row another transaction holds is left for the next sweep: the sweep never waits
     FOR UPDATE OF e SKIP LOCKED
 ), gone AS (
+    -- by their row addresses (a TID scan): the expiry is checked again on the row, not used to
+    -- scan (statistics taken before the items expired made that an index scan of every expired
+    -- row, each compared with every address, 4x the statement's time at 10,000)
     DELETE FROM {schema}.pgsaver_store AS s
-    WHERE s.ctid = ANY (ARRAY(SELECT d.at FROM doomed AS d)) AND s.expires_at <= now()
+    WHERE s.ctid = ANY (ARRAY(SELECT d.at FROM doomed AS d))
+      AND coalesce(s.expires_at <= now(), false)
     RETURNING 1
 )
 SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,

@@ -4,7 +4,6 @@ prefix and the ANN index), sync and async; zero vectors; the statement counted o
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_pg_saver import AsyncPostgresStore, PostgresStore, SchemaError
 from langgraph_pg_saver.store import store as sync_module
 from langgraph_pg_saver.store import store_async as async_module
-from tests.helpers import traced
+from tests.helpers import bag_of_words, scans_during, traced
 
 DIMS = 32
 WORDS = [f"w{i}" for i in range(40)]
@@ -25,13 +24,7 @@ WORDS = [f"w{i}" for i in range(40)]
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
     """A bag of hashed words; a text without words is the zero vector."""
-    out = []
-    for text in texts:
-        v = [0.0] * DIMS
-        for word in text.split():
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIMS] += 1.0
-        out.append(v)
-    return out
+    return bag_of_words(texts, DIMS)
 
 
 def items() -> list[tuple[tuple[str, ...], str, dict[str, Any], bool]]:
@@ -302,30 +295,16 @@ def test_numbers_and_booleans_filter_as_python_compares_them(vector_dsn: str, wa
                         check(ours, theirs, scores)
 
 
-def _scans(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
-    """This transaction's sequential and index scans of the store's tables and of the value
-    index."""
-    rows = conn.execute(
-        "SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables "
-        "WHERE relname IN ('pgsaver_store', 'pgsaver_store_vectors') UNION ALL "
-        "SELECT relname, 0, pg_stat_get_xact_numscans(oid) FROM pg_class "
-        "WHERE relname IN ('pgsaver_store_value_idx', 'pgsaver_store_vectors_hnsw_cosine_idx')"
-    ).fetchall()
-    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+INDEXES = ("pgsaver_store_value_idx", "pgsaver_store_vectors_hnsw_cosine_idx")
 
 
 def _search_scans(
     store: PostgresStore, conn: psycopg.Connection[Any], prefix: tuple[str, ...], **kw: Any
 ) -> dict[str, Any]:
-    with conn.transaction(force_rollback=True):
-        before = _scans(conn)
-        found = store.search(prefix, **kw)
-        after = _scans(conn)
+    found: list[Any] = []
+    scans = scans_during(conn, lambda: found.extend(store.search(prefix, **kw)), INDEXES)
     assert found
-    return {
-        t: (after[t][0] - before.get(t, (0, 0))[0], after[t][1] - before.get(t, (0, 0))[1])
-        for t in after
-    }
+    return scans
 
 
 def test_plans_after_statistics_of_empty_tables(vector_dsn: str) -> None:

@@ -966,6 +966,19 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         return re.sub(r"\$(\d+)\b", lambda m: names[int(m.group(1)) - 1], text)
 
     using = "USING p_query, p_prefix, p_below, alts, p_omit, p_n, p_skip, p_ulim, p_total, p_cand"
+
+    def exact_all(indent: int) -> str:
+        # the exact scan of every item under the prefix that the prefilter selects (without
+        # one, of the prefix's vectors)
+        lines = [
+            "IF checked THEN",
+            f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
+            "ELSE",
+            f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
+            "END IF;",
+        ]
+        return "\n".join(" " * indent + line for line in lines)
+
     zero_step = (
         f"""
     -- an item with a zero vector (distance 1) might rank among them: the index's nearest and
@@ -1000,11 +1013,7 @@ DECLARE
                     THEN ARRAY[p_filter] END;
 BEGIN
     IF p_probe IS NULL THEN
-        IF checked THEN
-            RETURN QUERY EXECUTE {lit(exact(scan))} {using};
-        ELSE
-            RETURN QUERY EXECUTE {lit(exact_vectors)} {using};
-        END IF;
+{exact_all(8)}
         RETURN;
     END IF;
     IF p_probe > 0 THEN
@@ -1035,11 +1044,7 @@ BEGIN
         ELSIF p_prefix IS NOT NULL THEN
             EXECUTE {lit(count_under)} INTO seen USING p_prefix, p_below, bound + 1;
             IF seen <= bound THEN
-                IF checked THEN
-                    RETURN QUERY EXECUTE {lit(exact(scan))} {using};
-                ELSE
-                    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};
-                END IF;
+{exact_all(16)}
                 RETURN;
             END IF;
         END IF;
@@ -1066,10 +1071,6 @@ BEGIN
     END IF;{zero_step}
     -- the index gave fewer items than asked for (a filter it could not satisfy within
     -- hnsw.max_scan_tuples, items without vectors): the exact scan decides
-    IF checked THEN
-        RETURN QUERY EXECUTE {lit(exact(scan))} {using};
-    ELSE
-        RETURN QUERY EXECUTE {lit(exact_vectors)} {using};
-    END IF;
+{exact_all(4)}
 END
 $fn$"""
