@@ -16,7 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_pg_saver import AsyncPostgresStore, PostgresStore, SchemaError
 from langgraph_pg_saver.store import store as sync_module
 from langgraph_pg_saver.store import store_async as async_module
-from tests.helpers import bag_of_words, scans_during, traced
+from tests.helpers import bag_of_words, freeze_empty_statistics, scans_during, traced
 
 DIMS = 32
 WORDS = [f"w{i}" for i in range(40)]
@@ -315,10 +315,7 @@ def test_plans_after_statistics_of_empty_tables(vector_dsn: str) -> None:
     index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
     with PostgresStore.from_conn_string(vector_dsn, index=index) as loader:  # type: ignore[arg-type]
         loader.setup()
-        with psycopg.connect(vector_dsn, autocommit=True) as admin:
-            for table in ("pgsaver_store", "pgsaver_store_vectors"):
-                admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
-                admin.execute(f"ANALYZE {table}")
+        freeze_empty_statistics(vector_dsn)
         with psycopg.connect(vector_dsn) as conn:
             early = PostgresStore(conn, index=index)  # type: ignore[arg-type]
             early.put(("p",), "first", {"text": "w1 w2"})

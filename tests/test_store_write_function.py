@@ -19,7 +19,7 @@ from langgraph_pg_saver.db import policy
 from langgraph_pg_saver.store import rules
 from langgraph_pg_saver.store.rows import WriteRow
 from langgraph_pg_saver.store.rules import text_hash
-from tests.helpers import bag_of_words, scans_during, traced
+from tests.helpers import bag_of_words, freeze_empty_statistics, scans_during, traced
 
 DIMS = 8
 FUNCTION = "pgsaver_store_write_vector"
@@ -214,10 +214,7 @@ def test_the_plan_stays_on_the_keys_after_statistics_of_empty_tables(vector_dsn:
     index = {**INDEX, "ann_index_config": {"kind": "flat"}}
     with PostgresStore.from_conn_string(vector_dsn, index=index) as loader:  # type: ignore[arg-type]
         loader.setup()
-        with psycopg.connect(vector_dsn, autocommit=True) as admin:
-            for table in ("pgsaver_store", "pgsaver_store_vectors"):
-                admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
-                admin.execute(f"ANALYZE {table}")
+        freeze_empty_statistics(vector_dsn)
         with psycopg.connect(vector_dsn) as early_conn:
             early = PostgresStore(early_conn, index=index)  # type: ignore[arg-type]
             early.put(("p",), "first", {"title": "pizza"})  # the plan, made on empty tables
