@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import threading
@@ -67,3 +68,77 @@ def run_threads(targets: Sequence[Callable[[], object]], timeout: float | None =
         t.start()
     for t in threads:
         t.join(timeout=timeout)
+
+
+def bag_of_words(
+    texts: Sequence[str], dims: int, *, lower: bool = False, bias: bool = False
+) -> list[list[float]]:
+    """The store tests' deterministic embedding: each word, hashed, counts 1 in one of ``dims``
+    dimensions (``lower``: words lowercased, commas split them; ``bias``: 1 more in the last
+    dimension, so no text is the zero vector). A text without words is the zero vector."""
+    out = []
+    for text in texts:
+        v = [0.0] * dims
+        if bias:
+            v[-1] = 1.0
+        words = text.lower().replace(",", " ").split() if lower else text.split()
+        for word in words:
+            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % dims] += 1.0
+        out.append(v)
+    return out
+
+
+class Embedder:
+    """``bag_of_words`` as an embedding function that counts its calls and records its texts."""
+
+    def __init__(self, dims: int, *, lower: bool = False) -> None:
+        self.dims = dims
+        self.lower = lower
+        self.calls = 0
+        self.texts: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        self.texts.extend(texts)
+        return bag_of_words(texts, self.dims, lower=self.lower)
+
+
+STORE_TABLES = ("pgsaver_store", "pgsaver_store_vectors")
+
+
+def xact_scans(conn: Any, indexes: Sequence[str] = ()) -> dict[str, tuple[int, int]]:
+    """This transaction's (sequential, index) scans of the store's tables, and the scans of the
+    ``indexes`` named (0 sequential)."""
+    rows = conn.execute(
+        "SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables "
+        "WHERE relname = ANY (%s) UNION ALL "
+        "SELECT relname, 0, pg_stat_get_xact_numscans(oid) FROM pg_class WHERE relname = ANY (%s)",
+        (list(STORE_TABLES), list(indexes)),
+    ).fetchall()
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+
+def scans_during(
+    conn: Any, action: Callable[[], object], indexes: Sequence[str] = ()
+) -> dict[str, tuple[int, int]]:
+    """The scans ``action`` made (``xact_scans``) on ``conn``, in a transaction rolled back."""
+    with conn.transaction(force_rollback=True):
+        before = xact_scans(conn, indexes)
+        action()
+        after = xact_scans(conn, indexes)
+    zero = (0, 0)
+    return {
+        t: (after[t][0] - before.get(t, zero)[0], after[t][1] - before.get(t, zero)[1])
+        for t in after
+    }
+
+
+def freeze_empty_statistics(dsn: str) -> None:
+    """ANALYZE of the store's tables as they are (empty) with autovacuum off for them, so the
+    statistics stay those of empty tables however they grow."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for table in STORE_TABLES:
+            admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            admin.execute(f"ANALYZE {table}")

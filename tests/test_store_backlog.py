@@ -4,7 +4,6 @@ store and run merged, each getting its own results, in call order, without the p
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from langgraph.store.base import InvalidNamespaceError
 
 from langgraph_pg_saver import AsyncPostgresStore, ConnectionTimeoutError, InvalidInputError
+from tests.helpers import bag_of_words
 
 pytestmark = pytest.mark.asyncio
 
@@ -131,15 +131,10 @@ async def test_bad_input_in_the_backlog_fails_that_call_alone(
 
 
 def _embed(texts: Sequence[str]) -> list[list[float]]:
-    out = []
     for text in texts:
         if "boom" in text:
             raise RuntimeError(f"the embedding service refused {text!r}")
-        v = [0.0] * 8
-        for word in text.split():
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % 8] += 1.0
-        out.append(v)
-    return out
+    return bag_of_words(texts, 8)
 
 
 async def test_a_merged_batch_that_fails_gives_each_call_its_own_outcome(

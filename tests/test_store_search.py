@@ -4,7 +4,6 @@ prefix and the ANN index), sync and async; zero vectors; the statement counted o
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_pg_saver import AsyncPostgresStore, PostgresStore, SchemaError
 from langgraph_pg_saver.store import store as sync_module
 from langgraph_pg_saver.store import store_async as async_module
-from tests.helpers import traced
+from tests.helpers import bag_of_words, freeze_empty_statistics, scans_during, traced
 
 DIMS = 32
 WORDS = [f"w{i}" for i in range(40)]
@@ -25,13 +24,7 @@ WORDS = [f"w{i}" for i in range(40)]
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
     """A bag of hashed words; a text without words is the zero vector."""
-    out = []
-    for text in texts:
-        v = [0.0] * DIMS
-        for word in text.split():
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIMS] += 1.0
-        out.append(v)
-    return out
+    return bag_of_words(texts, DIMS)
 
 
 def items() -> list[tuple[tuple[str, ...], str, dict[str, Any], bool]]:
@@ -239,3 +232,117 @@ def test_a_vectors_table_older_than_the_function_still_searches(vector_dsn: str)
         store.setup()  # makes it again
         store.setup(check=True)
         assert store.search(("a",), query="w3")
+
+
+#: values Python's == takes as 1 or 0 (InMemoryStore's rule), beside others that are not
+FLAGS: list[Any] = [True, False, 1, 0, 1.0, 0.0, -0.0, "1", "true", None, [1], {"on": True}]
+
+
+def flag_items() -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    out = []
+    for i in range(120):
+        value: dict[str, Any] = {"text": " ".join(WORDS[(i * 7 + j) % 40] for j in range(4))}
+        if i % 13:  # some without the key
+            value["flag"] = FLAGS[i % len(FLAGS)]
+        value["meta"] = {"on": FLAGS[(i // 3) % len(FLAGS)], "tier": i % 3}
+        for b in range(5):
+            value[f"b{b}"] = bool((i >> b) & 1)
+        out.append((("f", f"g{i % 4}"), f"k{i:03d}", value))
+    return out
+
+
+FLAG_FILTERS: list[dict[str, Any]] = [
+    {"flag": True},
+    {"flag": False},
+    {"flag": 1},
+    {"flag": 0},
+    {"flag": 1.0},
+    {"flag": -0.0},
+    {"flag": {"$eq": True}},
+    {"meta": {"on": 1}},
+    {"meta": {"on": False, "tier": 0}},
+    {"flag": "1"},
+    # 32 alternatives, more than a prefilter spells out: some keys are checked in Python
+    {"b0": True, "b1": False, "b2": True, "b3": 0, "b4": 1},
+]
+
+
+def test_numbers_and_booleans_filter_as_python_compares_them(vector_dsn: str, way: str) -> None:
+    """{"flag": True} matches 1 and 1.0 as well (Python's ==, InMemoryStore's rule), and
+    {"flag": 0} False: the prefilter spells both out for SQL (jsonb tells them apart), so these
+    filters select exactly in SQL, with and without a query, under every way of the search."""
+    from langgraph_pg_saver.store import rules
+
+    for flt in FLAG_FILTERS[:-1]:
+        plan = rules.plan_filter(flt)
+        assert plan.exact, flt
+    assert not rules.plan_filter(FLAG_FILTERS[-1]).exact
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.batch([PutOp(ns, key, value) for ns, key, value in flag_items()])
+        for ns, key, value in flag_items():
+            memory.put(ns, key, value)
+        for prefix in [("f",), ("f", "g1")]:
+            scores = {i.key: i.score for i in memory.search(prefix, query="w1 w8", limit=1000)}
+            for flt in FLAG_FILTERS:
+                for query in (None, "w1 w8"):
+                    ours = store.search(prefix, query=query, filter=flt, limit=200)
+                    theirs = memory.search(prefix, query=query, filter=flt, limit=200)
+                    assert {i.key for i in ours} == {i.key for i in theirs}, (prefix, flt, query)
+                    if query:
+                        check(ours, theirs, scores)
+
+
+INDEXES = ("pgsaver_store_value_idx", "pgsaver_store_vectors_hnsw_cosine_idx")
+
+
+def _search_scans(
+    store: PostgresStore, conn: psycopg.Connection[Any], prefix: tuple[str, ...], **kw: Any
+) -> dict[str, Any]:
+    found: list[Any] = []
+    scans = scans_during(conn, lambda: found.extend(store.search(prefix, **kw)), INDEXES)
+    assert found
+    return scans
+
+
+def test_plans_after_statistics_of_empty_tables(vector_dsn: str) -> None:
+    """ANALYZE of the empty tables (autovacuum off: the statistics stay those), a session that
+    searches then (the index scan's plan is kept for the session), 4,000 items loaded: that
+    session's search without a prefix reads the HNSW index, not the tables, and a filter
+    matching 1% reads the items it matches through the value's GIN index."""
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as loader:  # type: ignore[arg-type]
+        loader.setup()
+        freeze_empty_statistics(vector_dsn)
+        with psycopg.connect(vector_dsn) as conn:
+            early = PostgresStore(conn, index=index)  # type: ignore[arg-type]
+            early.put(("p",), "first", {"text": "w1 w2"})
+            conn.commit()
+            assert early.search(("p",), query="w1")  # planned on the empty tables' statistics
+            conn.commit()
+            rng = random.Random(3)
+            for start in range(0, 4_000, 1_000):
+                loader.batch(
+                    [
+                        PutOp(
+                            ("g", f"s{i % 10}"),
+                            f"m{i}",
+                            {
+                                "text": " ".join(rng.choice(WORDS) for _ in range(6)),
+                                "tag": "rare" if i % 100 == 7 else "common",
+                            },
+                        )
+                        for i in range(start, start + 1_000)
+                    ]
+                )
+            plain = _search_scans(early, conn, (), query="w3 w4", limit=10)
+            rare = _search_scans(early, conn, (), query="w3 w4", filter={"tag": "rare"}, limit=10)
+    assert plain["pgsaver_store_vectors"][0] == 0, plain
+    assert plain["pgsaver_store"][0] == 0, plain
+    assert plain["pgsaver_store_vectors_hnsw_cosine_idx"][1] > 0, plain
+    # (one scan of the items: their count, which statistics of an empty table do not give)
+    assert rare["pgsaver_store"][0] <= 1, rare
+    assert rare["pgsaver_store_vectors"][0] == 0, rare
+    assert rare["pgsaver_store_value_idx"][1] > 0, rare

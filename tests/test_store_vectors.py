@@ -3,7 +3,6 @@ InMemoryStore with the same deterministic embedding function (no network, no mod
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -20,28 +19,16 @@ from langgraph_pg_saver import (
     PostgresStore,
     SchemaError,
 )
+from tests import helpers
 
 DIMS = 16
 
 
-class Embedder:
-    """A bag of hashed words, counting its calls and texts."""
+class Embedder(helpers.Embedder):
+    """A bag of hashed words (lowercased, commas split them), counting its calls and texts."""
 
     def __init__(self, dims: int = DIMS) -> None:
-        self.dims = dims
-        self.calls = 0
-        self.texts: list[str] = []
-
-    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls += 1
-        self.texts.extend(texts)
-        out = []
-        for text in texts:
-            v = [0.0] * self.dims
-            for word in text.lower().replace(",", " ").split():
-                v[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dims] += 1.0
-            out.append(v)
-        return out
+        super().__init__(dims, lower=True)
 
 
 MEMORIES = {

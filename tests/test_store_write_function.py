@@ -6,7 +6,6 @@ the tables grow."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from langgraph_pg_saver.db import policy
 from langgraph_pg_saver.store import rules
 from langgraph_pg_saver.store.rows import WriteRow
 from langgraph_pg_saver.store.rules import text_hash
-from tests.helpers import traced
+from tests.helpers import bag_of_words, freeze_empty_statistics, scans_during, traced
 
 DIMS = 8
 FUNCTION = "pgsaver_store_write_vector"
@@ -28,14 +27,7 @@ FUNCTION = "pgsaver_store_write_vector"
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
     """A bag of hashed words (one more in the last dimension: no zero vector)."""
-    out = []
-    for text in texts:
-        v = [0.0] * DIMS
-        v[-1] = 1.0
-        for word in text.split():
-            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIMS] += 1.0
-        out.append(v)
-    return out
+    return bag_of_words(texts, DIMS, bias=True)
 
 
 INDEX: dict[str, Any] = {"dims": DIMS, "embed": embed, "fields": ["title"]}
@@ -203,15 +195,6 @@ def test_a_missing_function_inside_the_callers_transaction(
     assert _vectors(vector_dsn) == [("a", text_hash("pizza")), ("b", text_hash("dog"))]
 
 
-def _scans(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
-    """This transaction's sequential and index scans of the store's tables."""
-    rows = conn.execute(
-        "SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables "
-        "WHERE relname IN ('pgsaver_store', 'pgsaver_store_vectors')"
-    ).fetchall()
-    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
-
-
 def _write_scans(store: PostgresStore, conn: psycopg.Connection[Any], n: int) -> dict[str, Any]:
     """A batch of a new item, an unchanged and a changed text and a delete, in a transaction
     rolled back: the scans of the store's tables it made."""
@@ -221,14 +204,7 @@ def _write_scans(store: PostgresStore, conn: psycopg.Connection[Any], n: int) ->
         PutOp(("g", "s2"), "m2", {"title": "changed words"}),
         PutOp(("g", "s3"), "m3", None),
     ]
-    with conn.transaction(force_rollback=True):
-        before = _scans(conn)
-        store.batch(ops)
-        after = _scans(conn)
-    return {
-        t: (after[t][0] - before.get(t, (0, 0))[0], after[t][1] - before.get(t, (0, 0))[1])
-        for t in after
-    }
+    return scans_during(conn, lambda: store.batch(ops))
 
 
 def test_the_plan_stays_on_the_keys_after_statistics_of_empty_tables(vector_dsn: str) -> None:
@@ -238,10 +214,7 @@ def test_the_plan_stays_on_the_keys_after_statistics_of_empty_tables(vector_dsn:
     index = {**INDEX, "ann_index_config": {"kind": "flat"}}
     with PostgresStore.from_conn_string(vector_dsn, index=index) as loader:  # type: ignore[arg-type]
         loader.setup()
-        with psycopg.connect(vector_dsn, autocommit=True) as admin:
-            for table in ("pgsaver_store", "pgsaver_store_vectors"):
-                admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
-                admin.execute(f"ANALYZE {table}")
+        freeze_empty_statistics(vector_dsn)
         with psycopg.connect(vector_dsn) as early_conn:
             early = PostgresStore(early_conn, index=index)  # type: ignore[arg-type]
             early.put(("p",), "first", {"title": "pizza"})  # the plan, made on empty tables

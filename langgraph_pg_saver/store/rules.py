@@ -311,31 +311,60 @@ def check_filter(filter: object) -> dict[str, Any] | None:
 
 
 class FilterPlan(NamedTuple):
-    #: jsonb the candidates' value must contain (None: every row is a candidate)
+    #: jsonb the candidates' value must contain (None: every row is a candidate): one object, or
+    #: an array of objects any of which it may contain (``alternatives``)
     prefilter: str | None
     #: the prefilter selects exactly the matches among plain rows (limit and offset in SQL)
     exact: bool
     filter: dict[str, Any] | None
+    #: the objects of the prefilter, one JSON text each (None: no prefilter)
+    alternatives: list[str] | None = None
 
 
 _DROP = object()
+#: the most alternatives a prefilter spells out (each 0, 1, True or False of a filter doubles
+#: them); past that the filter's keys with several are checked in Python
+MAX_ALTERNATIVES = 16
 
 
 def _pre(wanted: Any) -> Any:
-    """The part of a filter value whose jsonb containment means what the rule means, or _DROP."""
+    """The values whose jsonb containment means what the rule means for ``wanted`` (a list of
+    alternatives: Python's 1 == True == 1.0 and 0 == False, where jsonb tells a number from a
+    boolean), or _DROP."""
     if type(wanted) is str:
-        return wanted if "\x00" not in wanted and _jsonb.encodable(wanted) else _DROP
+        return [wanted] if "\x00" not in wanted and _jsonb.encodable(wanted) else _DROP
+    if type(wanted) is bool:
+        return [wanted, int(wanted)]
     if type(wanted) is int:
         # (jsonb holds an int exactly; one too long for JSON text is left to the check)
-        return wanted if wanted not in (0, 1) and wanted.bit_length() <= 14_000 else _DROP
-    if type(wanted) is float and wanted not in (0, 1) and math.isfinite(wanted):
-        return wanted if abs(wanted) < 1e16 else _DROP
+        if wanted in (0, 1):
+            return [wanted, bool(wanted)]
+        return [wanted] if wanted.bit_length() <= 14_000 else _DROP
+    if type(wanted) is float and math.isfinite(wanted):
+        if wanted in (0, 1):  # (-0.0 too: jsonb's numbers compare by value)
+            return [int(wanted), bool(wanted)]
+        return [wanted] if abs(wanted) < 1e16 else _DROP
     if type(wanted) is dict and wanted and not any(str(k).startswith("$") for k in wanted):
         parts = {k: _pre(v) for k, v in wanted.items()}
         if any(v is _DROP for v in parts.values()):
             return _DROP
-        return parts
-    if type(wanted) is dict and set(wanted) == {"$eq"} and type(wanted["$eq"]) in (str, int, float):
+        out: list[Any] = [{}]
+        for k, options in parts.items():
+            out = [{**o, k: x} for o in out for x in options]
+            if len(out) > MAX_ALTERNATIVES:
+                return _DROP
+        return out
+    if (
+        type(wanted) is dict
+        and set(wanted) == {"$eq"}
+        and type(wanted["$eq"])
+        in (
+            str,
+            int,
+            float,
+            bool,
+        )
+    ):
         return _pre(wanted["$eq"])  # (a dict operand means equality, not containment)
     return _DROP
 
@@ -343,15 +372,19 @@ def _pre(wanted: Any) -> Any:
 def plan_filter(filter: dict[str, Any] | None) -> FilterPlan:
     if not filter:
         return FilterPlan(None, True, None)
-    pre: dict[str, Any] = {}
+    pre: list[dict[str, Any]] = [{}]
     exact = True
     for k, v in filter.items():
-        part = _pre(v)
-        if part is _DROP:
+        options = _pre(v)
+        if options is _DROP or len(pre) * len(options) > MAX_ALTERNATIVES:
             exact = False
-        else:
-            pre[k] = part
-    return FilterPlan(_JSON.encode(pre) if pre else None, exact, filter)
+            continue
+        pre = [{**o, k: x} for o in pre for x in options]
+    if pre == [{}]:
+        return FilterPlan(None, exact, filter)
+    texts = [_JSON.encode(o) for o in pre]
+    prefilter = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
+    return FilterPlan(prefilter, exact, filter, texts)
 
 
 # --------------------------------------------------------------------------- namespaces
@@ -760,16 +793,29 @@ def zero_index_ddl(schema_sql: str, spec: IndexSpec) -> str | None:
     )
 
 
+def value_index_ddl(schema_sql: str) -> str:
+    """The GIN index of the items' values (jsonb_path_ops: containment, the prefilter's test), so
+    that a semantic search with a filter reads the items it matches rather than every item under
+    its prefix. Built without fastupdate: each put pays its few entries at once (no pending list
+    that a later put or search pays for)."""
+    return (
+        "CREATE INDEX IF NOT EXISTS pgsaver_store_value_idx ON "
+        f"{schema_sql}.pgsaver_store USING gin (value jsonb_path_ops) WITH (fastupdate = off)"
+    )
+
+
 def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     """The search function of ``spec`` (one statement per semantic search; docs/performance.md,
     "Semantic search"). Its parameters: the query vector (text), prefix and its LIKE pattern,
-    the jsonb prefilter, omit_expired; ``probe``: the count of matching items up to which the
-    exact scan is chosen (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors the
-    ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
-    unscored rows, ``total`` rows in all; ``ef``, ``probes``: hnsw.ef_search and
-    ivfflat.probes; ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses scope the pgvector settings to the call (iterative scans on
-    pgvector 0.8 and newer); its statements run through EXECUTE, planned for each call's
-    values (a LIKE pattern's index range is known only then)."""
+    the jsonb prefilter, omit_expired; ``probe``: the most matches the exact scan is always chosen
+    for (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors
+    the ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
+    unscored rows, ``total`` rows in all; ``ef``, ``probes``: hnsw.ef_search and ivfflat.probes;
+    ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses
+    scope the pgvector settings to the call (iterative scans on pgvector 0.8 and newer); its
+    statements run through EXECUTE, planned for each call's values (a LIKE pattern's index range
+    and which conditions apply are known only then), and each is as small as the call allows:
+    planning is most of a small search's time."""
     s = schema_sql
     vt = spec.vector_type
     op = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}[spec.distance]
@@ -788,61 +834,112 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         )
 
     under_s, under_v = under("s"), under("v")
-    keep = "($4::jsonb IS NULL OR s.value @> $4) AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5)"
+    keep = "($4::jsonb[] IS NULL OR s.value @> ANY ($4)) AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5)"
     cols = "s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes"
+    item = "JOIN {s}.pgsaver_store AS s ON s.prefix = {a}.prefix AND s.key = {a}.key"
+    # the items without vectors, newest first: after the scored ones, read only when those fall
+    # short of the limit (the second branch of a UNION ALL under it)
+    no_vectors = (
+        f"NOT EXISTS (SELECT 1 FROM {s}.pgsaver_store_vectors AS w"
+        " WHERE w.prefix = s.prefix AND w.key = s.key)"
+    )
+
+    def top(scored: str) -> str:
+        """The items of ``scored`` (prefix, key, distance) as the function returns them, nearest
+        first."""
+        return (
+            f"SELECT {cols}, t.distance FROM ({scored}) AS t {item.format(s=s, a='t')}"
+            " ORDER BY t.distance, t.prefix, t.key"
+        )
 
     def exact(candidates: str) -> str:
+        """The exact scan of the items of ``candidates`` (prefix, key): each item's nearest
+        field, then those without vectors."""
         return (
             f"WITH c AS ({candidates}), d AS MATERIALIZED ("
-            f" SELECT c.prefix, c.key, min({exact_dist}) FILTER (WHERE v.key IS NOT NULL) AS distance"
-            f" FROM c LEFT JOIN {s}.pgsaver_store_vectors AS v ON v.prefix = c.prefix AND v.key = c.key"
-            " GROUP BY c.prefix, c.key)"
-            f" (SELECT {cols}, t.distance FROM (SELECT * FROM d WHERE d.distance IS NOT NULL"
-            " ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7) AS t"
-            f" JOIN {s}.pgsaver_store AS s ON s.prefix = t.prefix AND s.key = t.key"
-            " ORDER BY t.distance, t.prefix, t.key)"
-            f" UNION ALL (SELECT {cols}, NULL::float8 FROM d"
-            f" JOIN {s}.pgsaver_store AS s ON s.prefix = d.prefix AND s.key = d.key"
+            " SELECT c.prefix, c.key, m.distance FROM c"
+            f" LEFT JOIN LATERAL (SELECT min({exact_dist}) AS distance"
+            f" FROM {s}.pgsaver_store_vectors AS v WHERE v.prefix = c.prefix AND v.key = c.key)"
+            " AS m ON true)"
+            f" ({top('SELECT * FROM d WHERE d.distance IS NOT NULL ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7')})"
+            f" UNION ALL (SELECT {cols}, NULL::float8 FROM d {item.format(s=s, a='d')}"
             " WHERE d.distance IS NULL ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT $8)"
             " LIMIT $9"
         )
 
+    # no prefilter, expired items returned: every vector under the prefix is a candidate,
+    # read from the vectors' own primary key range without the items (what a prefix of a tenth
+    # of the store costs is then about its vectors alone)
+    exact_vectors = (
+        f"(SELECT {cols}, t.distance FROM (SELECT v.prefix, v.key, min({exact_dist}) AS distance"
+        f" FROM {s}.pgsaver_store_vectors AS v WHERE {under_v} GROUP BY v.prefix, v.key"
+        " ORDER BY 3, 1, 2 LIMIT $6 OFFSET $7) AS t"
+        f" {item.format(s=s, a='t')} ORDER BY t.distance, t.prefix, t.key)"
+        f" UNION ALL (SELECT {cols}, NULL::float8 FROM {s}.pgsaver_store AS s"
+        f" WHERE {under_s} AND {no_vectors} ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT $8)"
+        " LIMIT $9"
+    )
     scan = f"SELECT s.prefix, s.key FROM {s}.pgsaver_store AS s WHERE {under_s} AND {keep}"
     listed = "SELECT * FROM unnest($11::text[], $12::text[]) AS u(prefix, key)"
-    probe = (
-        "SELECT count(*), array_agg(c.prefix) FILTER (WHERE c.hit),"
-        " array_agg(c.key) FILTER (WHERE c.hit) FROM (SELECT s.prefix, s.key,"
-        " ($4::jsonb IS NULL OR s.value @> $4) AS hit"
-        f" FROM {s}.pgsaver_store AS s WHERE {under_s}"
-        " AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5) LIMIT $6) AS c"
+    matches = (
+        "SELECT count(*), array_agg(c.prefix), array_agg(c.key) FROM (SELECT s.prefix, s.key"
+        f" FROM {s}.pgsaver_store AS s WHERE {under('s', '$1', '$2')} AND s.value @> ANY ($3)"
+        " AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $4) LIMIT $5) AS c"
     )
     count_under = (
         f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store AS s"
         f" WHERE {under('s', '$1', '$2')} LIMIT $3) AS c"
     )
     count_all = f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store LIMIT $1) AS c"
-    joined = f"JOIN {s}.pgsaver_store AS s ON s.prefix = v.prefix AND s.key = v.key"
-    zero = ""
-    # in every kind's function (one per distance and schema, whichever store's setup() made it
-    # last): a flat store never takes the index's way, an HNSW store sharing its schema does
-    if spec.distance == "cosine":
-        zero = (
-            f" UNION ALL (SELECT v.prefix, v.key, 1::float8 FROM {s}.pgsaver_store_vectors AS v"
-            f" {joined} WHERE {_NORM[vt]}(v.embedding) = 0 AND {under_v} AND {keep} LIMIT $10)"
+    joined = item.format(s=s, a="v")
+
+    def nearest(checked: bool) -> str:
+        """The ANN index's nearest vectors under the prefix (joined to their items when the
+        prefilter or expiry decides: pgvector's iterative scan goes on past the rows they
+        drop), each item's nearest: the function's rows, or none when the index gave fewer
+        than n items, or (cosine) when an item with a zero vector might rank among them."""
+        scan_v = (
+            f"SELECT v.prefix, v.key, {dist} AS distance FROM {s}.pgsaver_store_vectors AS v"
+            + (f" {joined} WHERE {under_v} AND {keep}" if checked else f" WHERE {under_v}")
+            + f" ORDER BY {dist} LIMIT $10"
         )
-    ann = (
-        f"WITH near AS MATERIALIZED ((SELECT v.prefix, v.key, {dist} AS distance"
-        f" FROM {s}.pgsaver_store_vectors AS v {joined}"
-        f" WHERE {under_v} AND {keep} ORDER BY {dist} LIMIT $10){zero}),"
-        " d AS MATERIALIZED (SELECT n.prefix, n.key, min(n.distance) AS distance FROM near AS n"
-        " GROUP BY n.prefix, n.key),"
-        " t AS (SELECT * FROM d ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7)"
-        " SELECT array_agg(t.prefix ORDER BY t.distance, t.prefix, t.key),"
-        " array_agg(t.key ORDER BY t.distance, t.prefix, t.key),"
-        " array_agg(t.distance ORDER BY t.distance, t.prefix, t.key),"
-        " (SELECT count(*) FROM d) FROM t"
+        worst = " AND t.worst < 1" if spec.distance == "cosine" else ""
+        return (
+            f"WITH near AS MATERIALIZED ({scan_v}),"
+            " d AS (SELECT n.prefix, n.key, min(n.distance) AS distance, count(*) OVER () AS found"
+            " FROM near AS n GROUP BY n.prefix, n.key),"
+            " t AS (SELECT d.* FROM d ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7)"
+            f" SELECT {cols}, t.distance FROM (SELECT t.*, max(t.distance) OVER () AS worst"
+            f" FROM t) AS t {item.format(s=s, a='t')} WHERE t.found >= $6{worst}"
+            " ORDER BY t.distance, t.prefix, t.key"
+        )
+
+    zero_ann = ""
+    if spec.distance == "cosine":
+        # in every kind's function (one per distance and schema, whichever store's setup() made it
+        # last): a flat store never takes the index's way, an HNSW store sharing its schema does.
+        # The index never returns a zero vector (its distance is NaN): they are read through
+        # their partial index and ranked at distance 1
+        zero_ann = (
+            f"WITH near AS MATERIALIZED ((SELECT v.prefix, v.key, {dist} AS distance"
+            f" FROM {s}.pgsaver_store_vectors AS v {joined}"
+            f" WHERE {under_v} AND {keep} ORDER BY {dist} LIMIT $10)"
+            f" UNION ALL (SELECT v.prefix, v.key, 1::float8 FROM {s}.pgsaver_store_vectors AS v"
+            f" {joined} WHERE {_NORM[vt]}(v.embedding) = 0 AND {under_v} AND {keep} LIMIT $10)),"
+            " d AS (SELECT n.prefix, n.key, min(n.distance) AS distance, count(*) OVER () AS found"
+            " FROM near AS n GROUP BY n.prefix, n.key),"
+            " t AS (SELECT d.* FROM d ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7)"
+            f" SELECT {cols}, t.distance FROM t {item.format(s=s, a='t')} WHERE t.found >= $6"
+            " ORDER BY t.distance, t.prefix, t.key"
+        )
+    # the planner settings the function changes for its index scan are the defaults for the
+    # rest of it (and the caller's again after it); its one static statement, the index scan,
+    # keeps a generic plan (its EXECUTEd ones are planned at each call whatever this says)
+    settings = (
+        "SET hnsw.ef_search = 40 SET ivfflat.probes = 1 SET plan_cache_mode = force_generic_plan"
+        " SET enable_seqscan = on SET enable_sort = on SET enable_bitmapscan = on"
+        " SET enable_hashjoin = on SET enable_mergejoin = on"
     )
-    settings = "SET hnsw.ef_search = 40 SET ivfflat.probes = 1"
     if iterative:
         settings += (
             " SET hnsw.iterative_scan = strict_order SET ivfflat.iterative_scan = relaxed_order"
@@ -851,8 +948,47 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     def lit(text: str) -> str:
         return "'" + text.replace("'", "''") + "'"
 
-    using = (
-        "USING p_query, p_prefix, p_below, p_filter, p_omit, p_n, p_skip, p_ulim, p_total, p_cand"
+    names = [
+        "p_query",
+        "p_prefix",
+        "p_below",
+        "alts",
+        "p_omit",
+        "p_n",
+        "p_skip",
+        "p_ulim",
+        "p_total",
+        "p_cand",
+    ]
+
+    def static(text: str) -> str:
+        # an EXECUTE text's $1..$10 (the USING list) as the function's parameters
+        return re.sub(r"\$(\d+)\b", lambda m: names[int(m.group(1)) - 1], text)
+
+    using = "USING p_query, p_prefix, p_below, alts, p_omit, p_n, p_skip, p_ulim, p_total, p_cand"
+
+    def exact_all(indent: int) -> str:
+        # the exact scan of every item under the prefix that the prefilter selects (without
+        # one, of the prefix's vectors)
+        lines = [
+            "IF checked THEN",
+            f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
+            "ELSE",
+            f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
+            "END IF;",
+        ]
+        return "\n".join(" " * indent + line for line in lines)
+
+    zero_step = (
+        f"""
+    -- an item with a zero vector (distance 1) might rank among them: the index's nearest and
+    -- those, together
+    RETURN QUERY EXECUTE {lit(zero_ann)} {using};
+    IF FOUND THEN
+        RETURN;
+    END IF;"""
+        if zero_ann
+        else ""
     )
     return f"""CREATE OR REPLACE FUNCTION {s}.{nearest_function(spec)}(
     p_query text, p_prefix text, p_below text, p_filter jsonb, p_omit boolean, p_probe integer,
@@ -866,63 +1002,75 @@ AS $fn$
 DECLARE
     pa text[];
     ka text[];
-    da double precision[];
-    found bigint;
     seen bigint;
-    hits bigint;
-    under bigint;
+    bound bigint;
     everything float8;
+    checked boolean := p_filter IS NOT NULL OR p_omit;
+    answered boolean;
+    -- the prefilter: one object, or an array of objects any of which the value may contain
+    alts jsonb[] := CASE jsonb_typeof(p_filter) WHEN 'array'
+                    THEN ARRAY(SELECT jsonb_array_elements(p_filter)) WHEN 'object'
+                    THEN ARRAY[p_filter] END;
 BEGIN
     IF p_probe IS NULL THEN
-        RETURN QUERY EXECUTE {lit(exact(scan))} {using};
+{exact_all(8)}
         RETURN;
     END IF;
     IF p_probe > 0 THEN
-        -- the first p_probe items under the prefix (key order), and those the prefilter
-        -- selects: all of the prefix seen, the exact scan of the matches; else the index,
-        -- unless the exact scan of the prefix costs less
-        EXECUTE {lit(probe)} INTO seen, pa, ka
-            USING p_query, p_prefix, p_below, p_filter, p_omit, p_probe;
-        hits := coalesce(cardinality(pa), 0);
-        IF seen < p_probe THEN
-            RETURN QUERY EXECUTE {lit(exact(listed))} {using}, pa, ka;
-            RETURN;
-        END IF;
         -- the items of the whole store (the statistics' count, or counted when there are none)
         SELECT c.reltuples INTO everything FROM pg_class AS c
         WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
-        IF everything IS NULL OR everything < seen THEN
+        IF everything IS NULL OR everything < 1 THEN
             EXECUTE {lit(count_all)} INTO everything USING {COUNT_CAP};
         END IF;
-        under := everything;
-        IF p_prefix IS NOT NULL THEN
-            -- the test below prefers the index for every count past sqrt(cand * tuples *
-            -- seen / hits * everything): counting further would not change the choice
-            EXECUTE {lit(count_under)} INTO under USING p_prefix, p_below,
-                least({COUNT_CAP}, ceil(sqrt(p_cand::float8 * p_tuples * seen / greatest(hits, 1)
-                                             * greatest(everything, 1)))::bigint + 1);
-        END IF;
-        -- the vectors the index would read to find p_cand matches, each costing about
-        -- p_tuples times what an item of the exact scan costs
-        IF p_cand::float8 * seen / greatest(hits, 1) * greatest(everything, under)
-                / greatest(under, 1) * p_tuples > under THEN
-            RETURN QUERY EXECUTE {lit(exact(scan))} {using};
-            RETURN;
+        -- The index reads about cand * everything / matches vectors to find cand of the
+        -- matches, each costing p_tuples items of the exact scan, which reads the matches: the
+        -- exact scan costs less while matches^2 < cand * tuples * everything. So the matches
+        -- are counted up to that bound (at least p_probe) and no further.
+        bound := least({COUNT_CAP}, greatest(p_probe::float8,
+                       ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1)))))::bigint;
+        IF p_filter IS NOT NULL THEN
+            -- the items the prefilter selects under the prefix (the value's GIN index, or the
+            -- prefix's key range: the planner's choice for this call), kept for the exact scan
+            EXECUTE {lit(matches)} INTO seen, pa, ka
+                USING p_prefix, p_below, alts, p_omit, bound + 1;
+            IF seen = 0 THEN
+                RETURN;  -- nothing under the prefix matches
+            END IF;
+            IF seen <= bound THEN
+                RETURN QUERY EXECUTE {lit(exact(listed))} {using}, pa, ka;
+                RETURN;
+            END IF;
+        ELSIF p_prefix IS NOT NULL THEN
+            EXECUTE {lit(count_under)} INTO seen USING p_prefix, p_below, bound + 1;
+            IF seen <= bound THEN
+{exact_all(16)}
+                RETURN;
+            END IF;
         END IF;
     END IF;
     PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true),
             set_config('ivfflat.probes', greatest(p_probes, 1)::text, true);
-    EXECUTE {lit(ann)} INTO pa, ka, da, found {using};
-    IF found >= p_n THEN
-        RETURN QUERY
-        SELECT {cols}, u.d
-        FROM unnest(pa, ka, da) WITH ORDINALITY AS u(prefix, key, d, i)
-        JOIN {s}.pgsaver_store AS s ON s.prefix = u.prefix AND s.key = u.key
-        ORDER BY u.i;
-        RETURN;
+    -- the index's scan, as a plan made once per session (generic: the same for any query):
+    -- planning was most of its time. With the planner kept off every other way, the plan is
+    -- the index's order with the item lookups by primary key, whatever the statistics say
+    PERFORM set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),
+            set_config('enable_bitmapscan', 'off', true),
+            set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
+    IF checked THEN
+        RETURN QUERY {static(nearest(True))};
+    ELSE
+        RETURN QUERY {static(nearest(False))};
     END IF;
+    answered := FOUND;
+    PERFORM set_config('enable_seqscan', 'on', true), set_config('enable_sort', 'on', true),
+            set_config('enable_bitmapscan', 'on', true),
+            set_config('enable_hashjoin', 'on', true), set_config('enable_mergejoin', 'on', true);
+    IF answered THEN
+        RETURN;
+    END IF;{zero_step}
     -- the index gave fewer items than asked for (a filter it could not satisfy within
     -- hnsw.max_scan_tuples, items without vectors): the exact scan decides
-    RETURN QUERY EXECUTE {lit(exact(scan))} {using};
+{exact_all(4)}
 END
 $fn$"""

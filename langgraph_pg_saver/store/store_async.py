@@ -81,14 +81,14 @@ MIN_CANDIDATES = 40
 #: the least hnsw.ef_search of a semantic search (ivfflat.probes: a tenth of it): pgvector's
 #: default; more candidates than that raise it (up to MAX_EF_SEARCH)
 EF_SEARCH = 40
-#: the items under the prefix a search counts first: all of the prefix within them, the exact
-#: scan of those the prefilter selects
+#: a semantic search with a prefix or filter scans exactly whenever it matches at most this many
+#: items (more when the store is larger: ANN_TUPLES)
 PROBE_ITEMS = 500
-#: what a vector read by the ANN index's iterative scan costs, in items of the exact scan (measured
-#: on 10,000 and 100,000 items of 64 dimensions, a loaded machine): the exact scan is chosen when the
-#: vectors the index would read to find the matches asked for, times this, outnumber the items
-#: under the prefix
-ANN_TUPLES = 5
+#: what a vector read by the ANN index's iterative scan costs, in items of the exact scan
+#: (measured on 10,000 and 100,000 items of 64 dimensions, 2 cores, load from other work): the
+#: index reads about cand * items / matches vectors to find cand of the matches, so the exact
+#: scan is chosen while matches^2 < cand * ANN_TUPLES * items
+ANN_TUPLES = 8
 #: pgvector's largest hnsw.ef_search
 MAX_EF_SEARCH = 1000
 _NO_PGVECTOR = (
@@ -292,6 +292,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         zero = _store.zero_index_ddl(schema_sql, spec)
         if zero is not None:
             statements.append(_steps.Stmt(zero.encode(), None))
+        statements.append(_steps.Stmt(_store.value_index_ddl(schema_sql).encode(), None))
         statements.append(_steps.Stmt(_store.write_ddl(schema_sql, spec).encode(), None))
         statements.append(_steps.Stmt(self._q["store_pgvector_version"], None))
 
@@ -438,6 +439,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "prefix": prefix,
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
+            "filters": flt.alternatives,
             "omit_expired": self._omit_expired,
         }
         at_exact = ItemRow.VALUE_EXACT
@@ -500,6 +502,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "prefix": prefix,
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
+            "filters": flt.alternatives,
             "omit_expired": self._omit_expired,
             "probe": probe,
             "tuples": ANN_TUPLES,
@@ -588,6 +591,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "prefix": prefix,
             "below": None if prefix is None else _store.below(prefix),
             "filter": flt.prefilter,
+            "filters": flt.alternatives,
             "query": query,
             "omit_expired": self._omit_expired,
         }
