@@ -773,6 +773,9 @@ def zero_vector(text: str) -> bool:
 
 #: the most items the search function counts (under a prefix, or all of them without statistics)
 COUNT_CAP = 200_000
+#: the most matches of a filter whose keys the exact scan of a store without an ANN index takes
+#: from the count (by primary key, one by one); past it, one scan planned for the call
+LISTED_CAP = 2_000
 
 
 def nearest_function(spec: IndexSpec) -> str:
@@ -833,6 +836,13 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
             f" AND ({alias}.prefix = {p} OR {alias}.prefix LIKE {b})))"
         )
 
+    def under_given(alias: str) -> str:
+        # the same for a prefix that is given: a range a generic plan can scan
+        return (
+            f"({alias}.prefix >= $2 AND {alias}.prefix < $2 || '/'"
+            f" AND ({alias}.prefix = $2 OR {alias}.prefix LIKE $3))"
+        )
+
     under_s, under_v = under("s"), under("v")
     keep = "($4::jsonb[] IS NULL OR s.value @> ANY ($4)) AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $5)"
     cols = "s.prefix, s.key, s.value, s.value_exact, s.created_at, s.updated_at, s.ttl_minutes"
@@ -870,16 +880,26 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     # no prefilter, expired items returned: every vector under the prefix is a candidate,
     # read from the vectors' own primary key range without the items (what a prefix of a tenth
     # of the store costs is then about its vectors alone)
-    exact_vectors = (
-        f"(SELECT {cols}, t.distance FROM (SELECT v.prefix, v.key, min({exact_dist}) AS distance"
-        f" FROM {s}.pgsaver_store_vectors AS v WHERE {under_v} GROUP BY v.prefix, v.key"
-        " ORDER BY 3, 1, 2 LIMIT $6 OFFSET $7) AS t"
-        f" {item.format(s=s, a='t')} ORDER BY t.distance, t.prefix, t.key)"
-        f" UNION ALL (SELECT {cols}, NULL::float8 FROM {s}.pgsaver_store AS s"
-        f" WHERE {under_s} AND {no_vectors} ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT $8)"
-        " LIMIT $9"
-    )
-    scan = f"SELECT s.prefix, s.key FROM {s}.pgsaver_store AS s WHERE {under_s} AND {keep}"
+    def exact_vectors_of(under_v: str, under_s: str) -> str:
+        return (
+            f"(SELECT {cols}, t.distance FROM (SELECT v.prefix, v.key, min({exact_dist}) AS distance"
+            f" FROM {s}.pgsaver_store_vectors AS v WHERE {under_v} GROUP BY v.prefix, v.key"
+            " ORDER BY 3, 1, 2 LIMIT $6 OFFSET $7) AS t"
+            f" {item.format(s=s, a='t')} ORDER BY t.distance, t.prefix, t.key)"
+            f" UNION ALL (SELECT {cols}, NULL::float8 FROM {s}.pgsaver_store AS s"
+            f" WHERE {under_s} AND {no_vectors} ORDER BY s.updated_at DESC, s.prefix, s.key"
+            " LIMIT $8) LIMIT $9"
+        )
+
+    def scan_of(under_s: str) -> str:
+        return f"SELECT s.prefix, s.key FROM {s}.pgsaver_store AS s WHERE {under_s} AND {keep}"
+
+    exact_vectors = exact_vectors_of(under_v, under_s)
+    scan = scan_of(under_s)
+    # with a prefix given, the exact scans' statements are static, with plans kept for the
+    # session (their ranges are the prefix's whatever it is; planning was most of their time)
+    exact_vectors_given = exact_vectors_of(under_given("v"), under_given("s"))
+    scan_given = scan_of(under_given("s"))
     listed = "SELECT * FROM unnest($11::text[], $12::text[]) AS u(prefix, key)"
     matches = (
         "SELECT count(*), array_agg(c.prefix), array_agg(c.key) FROM (SELECT s.prefix, s.key"
@@ -948,6 +968,10 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     def lit(text: str) -> str:
         return "'" + text.replace("'", "''") + "'"
 
+    planner = ("seqscan", "sort", "bitmapscan", "hashjoin", "mergejoin")
+    planner_off = ", ".join(f"set_config('enable_{k}', 'off', true)" for k in planner)
+    planner_on = ", ".join(f"set_config('enable_{k}', 'on', true)" for k in planner)
+
     names = [
         "p_query",
         "p_prefix",
@@ -959,6 +983,8 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         "p_ulim",
         "p_total",
         "p_cand",
+        "pa",
+        "ka",
     ]
 
     def static(text: str) -> str:
@@ -967,16 +993,45 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
 
     using = "USING p_query, p_prefix, p_below, alts, p_omit, p_n, p_skip, p_ulim, p_total, p_cand"
 
-    def exact_all(indent: int) -> str:
+    def guarded(text: str) -> list[str]:
+        # a static statement whose plan is kept for the session: made (and run) with the
+        # planner kept off every way but the indexes' (the function's SET clauses restore the
+        # settings for the rest of it and for the caller); FOUND as it left it, in answered
+        return [
+            f"PERFORM {planner_off};",
+            f"RETURN QUERY {static(text)};",
+            "answered := FOUND;",
+            f"PERFORM {planner_on};",
+        ]
+
+    def exact_all(indent: int, counted: bool = False) -> str:
         # the exact scan of every item under the prefix that the prefilter selects (without
-        # one, of the prefix's vectors)
+        # one, of the prefix's vectors): planned for the call (with a filter, the value's GIN
+        # index or the prefix's range; a large prefix, a sequential scan), except a prefix
+        # counted small enough, whose plan is kept (its range, whatever the prefix)
+        if not counted:
+            lines = [
+                "IF checked THEN",
+                f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
+                "ELSE",
+                f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
+                "END IF;",
+            ]
+            return "\n".join(" " * indent + line for line in lines)
         lines = [
-            "IF checked THEN",
+            "IF p_filter IS NOT NULL OR (p_prefix IS NULL AND checked) THEN",
             f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
-            "ELSE",
+            "ELSIF p_prefix IS NULL THEN",
             f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
+            "ELSIF checked THEN",
+            *("    " + line for line in guarded(exact(scan_given))),
+            "ELSE",
+            *("    " + line for line in guarded(exact_vectors_given)),
             "END IF;",
         ]
+        return "\n".join(" " * indent + line for line in lines)
+
+    def indented(lines: list[str], indent: int) -> str:
         return "\n".join(" " * indent + line for line in lines)
 
     zero_step = (
@@ -1013,6 +1068,18 @@ DECLARE
                     THEN ARRAY[p_filter] END;
 BEGIN
     IF p_probe IS NULL THEN
+        IF p_filter IS NOT NULL THEN
+            -- the matches, when no more than {LISTED_CAP:,}: the exact scan of those
+            EXECUTE {lit(matches)} INTO seen, pa, ka
+                USING p_prefix, p_below, alts, p_omit, {LISTED_CAP + 1};
+            IF seen = 0 THEN
+                RETURN;  -- nothing under the prefix matches
+            END IF;
+            IF seen <= {LISTED_CAP} THEN
+{indented(guarded(exact(listed)), 16)}
+                RETURN;
+            END IF;
+        END IF;
 {exact_all(8)}
         RETURN;
     END IF;
@@ -1038,13 +1105,13 @@ BEGIN
                 RETURN;  -- nothing under the prefix matches
             END IF;
             IF seen <= bound THEN
-                RETURN QUERY EXECUTE {lit(exact(listed))} {using}, pa, ka;
+{indented(guarded(exact(listed)), 16)}
                 RETURN;
             END IF;
         ELSIF p_prefix IS NOT NULL THEN
             EXECUTE {lit(count_under)} INTO seen USING p_prefix, p_below, bound + 1;
             IF seen <= bound THEN
-{exact_all(16)}
+{exact_all(16, counted=True)}
                 RETURN;
             END IF;
         END IF;
@@ -1054,18 +1121,11 @@ BEGIN
     -- the index's scan, as a plan made once per session (generic: the same for any query):
     -- planning was most of its time. With the planner kept off every other way, the plan is
     -- the index's order with the item lookups by primary key, whatever the statistics say
-    PERFORM set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),
-            set_config('enable_bitmapscan', 'off', true),
-            set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
     IF checked THEN
-        RETURN QUERY {static(nearest(True))};
+{indented(guarded(nearest(True)), 8)}
     ELSE
-        RETURN QUERY {static(nearest(False))};
+{indented(guarded(nearest(False)), 8)}
     END IF;
-    answered := FOUND;
-    PERFORM set_config('enable_seqscan', 'on', true), set_config('enable_sort', 'on', true),
-            set_config('enable_bitmapscan', 'on', true),
-            set_config('enable_hashjoin', 'on', true), set_config('enable_mergejoin', 'on', true);
     IF answered THEN
         RETURN;
     END IF;{zero_step}
