@@ -346,3 +346,49 @@ def test_plans_after_statistics_of_empty_tables(vector_dsn: str) -> None:
     assert rare["pgsaver_store"][0] <= 1, rare
     assert rare["pgsaver_store_vectors"][0] == 0, rare
     assert rare["pgsaver_store_value_idx"][1] > 0, rare
+
+
+@pytest.mark.parametrize("query", [None, "w1"])
+def test_an_offset_counts_only_matches(vector_dsn: str, way: str, query: str | None) -> None:
+    """A row the SQL prefilter lets through but the check drops (its value is kept exactly:
+    jsonb would lose the NUL) must not count towards the offset."""
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    memory = InMemoryStore(index=index)  # type: ignore[arg-type]
+    values = {
+        "a": {"s": "a\x00b", "text": "w1"},
+        "b": {"s": "ab", "text": "w1 w2"},
+        "c": {"s": "ab", "text": "w1 w2 w3"},
+        "d": {"s": "ab", "text": "w1 w2 w3 w4"},
+    }
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        for key, value in values.items():
+            store.put(("o",), key, value)
+            memory.put(("o",), key, value)
+        for offset in range(4):
+            for limit in (1, 2, 10):
+                ours = store.search(
+                    ("o",), query=query, filter={"s": "ab"}, offset=offset, limit=limit
+                )
+                theirs = memory.search(
+                    ("o",), query=query, filter={"s": "ab"}, offset=offset, limit=limit
+                )
+                if query is None:  # (without a query, newest first: d, c, b)
+                    assert [i.key for i in ours] == ["d", "c", "b"][offset : offset + limit]
+                else:
+                    assert [i.key for i in ours] == [i.key for i in theirs], (offset, limit)
+
+
+def test_filter_keys_jsonb_cannot_hold_are_checked_not_sent(vector_dsn: str) -> None:
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.put(("k",), "nul", {"a\x00": "x", "m": {"b\x00": "y"}, "text": "w1"})
+        store.put(("k",), "plain", {"a": "x", "text": "w2"})
+        for query in (None, "w1"):
+            assert [i.key for i in store.search(("k",), query=query, filter={"a\x00": "x"})] == [
+                "nul"
+            ]
+            found = store.search(("k",), query=query, filter={"m": {"b\x00": "y"}})
+            assert [i.key for i in found] == ["nul"]
+            assert store.search(("k",), query=query, filter={"a\ud800": "x"}) == []

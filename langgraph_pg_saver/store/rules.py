@@ -345,6 +345,8 @@ def _pre(wanted: Any) -> Any:
             return [int(wanted), bool(wanted)]
         return [wanted] if abs(wanted) < 1e16 else _DROP
     if type(wanted) is dict and wanted and not any(str(k).startswith("$") for k in wanted):
+        if not all(_key_ok(k) for k in wanted):
+            return _DROP
         parts = {k: _pre(v) for k, v in wanted.items()}
         if any(v is _DROP for v in parts.values()):
             return _DROP
@@ -369,13 +371,19 @@ def _pre(wanted: Any) -> Any:
     return _DROP
 
 
+def _key_ok(key: object) -> bool:
+    """Whether jsonb holds a filter's key as it is (no NUL, no lone surrogate): one it does not
+    is left to the check (no stored value has it, so the check matches nothing under it)."""
+    return type(key) is str and "\x00" not in key and _jsonb.encodable(key)
+
+
 def plan_filter(filter: dict[str, Any] | None) -> FilterPlan:
     if not filter:
         return FilterPlan(None, True, None)
     pre: list[dict[str, Any]] = [{}]
     exact = True
     for k, v in filter.items():
-        options = _pre(v)
+        options: Any = _pre(v) if _key_ok(k) else _DROP
         if options is _DROP or len(pre) * len(options) > MAX_ALTERNATIVES:
             exact = False
             continue

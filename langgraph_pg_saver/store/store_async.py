@@ -512,8 +512,9 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         rows_cap = max(4 * wanted, wanted + MIN_CANDIDATES)
         at_exact, at_distance = NearestRow.VALUE_EXACT, NearestRow.DISTANCE
         while True:
-            if exact:  # offset and limit in SQL; only lossy rows (value_exact) are checked
-                page = {"n": wanted, "skip": op.offset, "ulim": op.limit, "total": op.limit}
+            if exact:  # the limit in SQL; only lossy rows (value_exact) are checked, those
+                # before the offset too (one failing the check must not count towards it)
+                page = {"n": wanted, "skip": 0, "ulim": op.limit, "total": wanted}
             else:  # every row checked here: more rows, offset and limit applied after
                 page = {"n": rows_cap, "skip": 0, "ulim": rows_cap, "total": 2 * rows_cap}
             vectors = max(cand, page["n"] * per_item)
@@ -547,6 +548,10 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
                     or _store.matches(flt.filter, _store.row_to_item(row).value)
                     for row in rows
                 ):
+                    # InMemoryStore's order: the offset skips scored items; the unscored
+                    # fill what the scored leave of the limit
+                    scored = scored[op.offset : wanted]
+                    unscored = unscored[: max(0, op.limit - len(scored))]
                     break
                 exact = False  # a lossy row failed the check: every row checked
                 continue
