@@ -317,6 +317,8 @@ SELECT ARRAY(SELECT thread_id FROM ({_runs_threads}) AS t ORDER BY 1)
 -- The latest checkpoint of a thread's namespace, with its values and pending writes (_tuple_rows).
 -- The keys are compared plainly, not hidden from the planner as list()'s are: a LIMIT 1 on the
 -- primary key costs the same in a custom and a generic plan, so there is no replanning to prevent.
+-- Mirrored by pgsaver_get_tuple (migration 0007, replaced by 0012): a change here (or in
+-- _tuple_rows) needs a migration replacing it.
 WITH c AS MATERIALIZED (
     SELECT {_tuple_columns}
     FROM {schema}.pgsaver_checkpoints AS c
@@ -337,8 +339,9 @@ WITH c AS MATERIALIZED (
 {_tuple_rows}
 
 -- name: get_tuple_call
--- get_tuple and get_tuple_id as a call of migration 0007's function, for a connection that prepares
--- nothing (behind a pooler); checkpoint_id NULL: the latest. The same rows, in the same order.
+-- get_tuple and get_tuple_id as a call of migration 0007's function (as 0012 replaced it), for a
+-- connection that prepares nothing (behind a pooler); checkpoint_id NULL: the latest. The same
+-- rows, in the same order.
 SELECT * FROM {schema}.pgsaver_get_tuple(
     %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text)
 
@@ -348,11 +351,14 @@ c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c
 c.channel_versions, c.metadata, c.metadata_exact
 
 -- name: _tuple_rows
--- Expects the CTE c (_tuple_columns of the one checkpoint to read). Its values and pending writes:
+-- Expects the CTE c (_tuple_columns of the one checkpoint to read, of thread %(thread_id)s). Its
+-- values and pending writes:
 -- read_tuples does the same for many checkpoints; for one, there is no value shared between
 -- checkpoints to fold (no DISTINCT), only a few rows to sort, and no thread or namespace to repeat
 -- on every row. Values and writes are looked up by primary key through LATERAL ... OFFSET 0, so no
--- statistics can turn a lookup into a hash of the thread's values. Rows:
+-- statistics can turn a lookup into a hash of the thread's values. Each lookup compares the
+-- thread with the parameter rather than with c's (the same value): a sharded deployment (Citus,
+-- distributed by thread_id) then sees that every table reference reads one thread. Rows:
 --   kind 0: channel, version, type, value (the channel's value at this checkpoint's version);
 --   kind 1: task id, channel, type, value, task path, idx (a pending write, in writes_sort_key order);
 --   kind 2: checkpoint id, parent id, type, body, channel_versions, metadata, metadata_exact, thread,
@@ -368,14 +374,21 @@ CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
 CROSS JOIN LATERAL (
     SELECT bl.type, bl.blob
     FROM {schema}.pgsaver_blobs AS bl
-    WHERE bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
+    WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = c.checkpoint_ns
       AND bl.channel = e.key AND bl.version = e.value AND bl.type <> 'empty'
     OFFSET 0
 ) AS s
 UNION ALL
 SELECT 1, wr.task_id, wr.channel, wr.type, wr.blob, wr.task_path, wr.idx, NULL, NULL, NULL, NULL, NULL
 FROM c AS k
-{_writes_of_k}
+CROSS JOIN LATERAL (
+    -- _writes_of_k, of the thread %(thread_id)s
+    SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
+      AND w.checkpoint_id = k.checkpoint_id
+    OFFSET 0
+) AS wr
 -- writes in writes_sort_key order, compared as in read_tuples (the columns are COLLATE "C": byte
 -- order in the database's encoding); a sort of a dozen rows
 ORDER BY kind, task_path, a, idx
@@ -525,6 +538,7 @@ WITH RECURSIVE ns AS (
     UNION ALL
     SELECT (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
             WHERE c.thread_id = (SELECT %(thread_id)s::text) AND c.checkpoint_ns > ns.checkpoint_ns
+              AND c.thread_id = %(thread_id)s  -- the same thread, as a sharded deployment sees it
             ORDER BY c.checkpoint_ns LIMIT 1)
     FROM ns WHERE ns.checkpoint_ns IS NOT NULL
 ), k AS MATERIALIZED (
@@ -694,8 +708,11 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- ============================================================================ DeltaChannel history
 
 -- name: delta_history
--- Mirrored by migration 0011's pgsaver_delta_history (delta_history_call, what the saver sends
--- where it can), _x_stores_k included: a change here needs a migration replacing it.
+-- Mirrored by pgsaver_delta_history (migration 0011, replaced by 0012; delta_history_call, what
+-- the saver sends where it can), _x_stores_thread_k included: a change here needs a migration
+-- replacing it. Every row the walk reads is of the thread %(thread_id)s, and each lookup compares
+-- the thread with that parameter (not with the row's, the same value), so that a sharded
+-- deployment (Citus, distributed by thread_id) sees that every table reference reads one thread.
 -- One round trip: walk the parent chain of the target checkpoint (not its siblings), per channel up to
 -- the nearest ancestor that stores a value for it. Rows: kind 0 = a write at an ancestor (the target's
 -- own writes are excluded), kind 1 = a seed value; depth 0 is the target's parent. The last four
@@ -713,21 +730,21 @@ WITH RECURSIVE target AS (
 ), walk AS (
     SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
            0 AS depth, w.needing AS wanted,
-           ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT ({_x_stores_k})) COLLATE "C" AS remaining
+           ARRAY(SELECT k FROM unnest(w.needing) AS k WHERE NOT ({_x_stores_thread_k})) COLLATE "C" AS remaining
     FROM target AS t
     -- OFFSET 0 hides the array's length from the planner: estimated from its value, a custom plan
     -- looked cheaper than the generic one, so Postgres planned every call anew
     CROSS JOIN (SELECT %(channels)b::text[] COLLATE "C" AS needing OFFSET 0) AS w
     JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = t.thread_id AND x.checkpoint_ns = t.checkpoint_ns
+      ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = t.checkpoint_ns
      AND x.checkpoint_id = t.parent_checkpoint_id
     UNION ALL
     SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, x.channel_versions,
            w.depth + 1, w.remaining,
-           ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT ({_x_stores_k})) COLLATE "C"
+           ARRAY(SELECT k FROM unnest(w.remaining) AS k WHERE NOT ({_x_stores_thread_k})) COLLATE "C"
     FROM walk AS w
     JOIN {schema}.pgsaver_checkpoints AS x
-      ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
+      ON x.thread_id = %(thread_id)s AND x.checkpoint_ns = w.checkpoint_ns
      AND x.checkpoint_id = w.parent_checkpoint_id
     WHERE cardinality(w.remaining) > 0
       AND w.depth < 10000000  -- a guard against a parent cycle in corrupted data
@@ -736,7 +753,7 @@ SELECT 0 AS kind, w.depth, wr.task_path, wr.task_id, wr.idx, wr.channel, wr.type
        w.thread_id, w.checkpoint_ns, w.checkpoint_id, NULL::text AS version
 FROM walk AS w
 JOIN {schema}.pgsaver_writes AS wr
-  ON wr.thread_id = w.thread_id AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
+  ON wr.thread_id = %(thread_id)s AND wr.checkpoint_ns = w.checkpoint_ns AND wr.checkpoint_id = w.checkpoint_id
 WHERE wr.channel = ANY (w.wanted)
 UNION ALL
 SELECT 1 AS kind, w.depth, NULL, NULL, NULL, ch.name, s.type, s.blob,
@@ -747,7 +764,7 @@ CROSS JOIN LATERAL (
     -- a lookup by the whole primary key, whatever the table statistics say
     SELECT bl.type, bl.blob
     FROM {schema}.pgsaver_blobs AS bl
-    WHERE bl.thread_id = w.thread_id AND bl.checkpoint_ns = w.checkpoint_ns
+    WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = w.checkpoint_ns
       AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
       AND NOT (ch.name = ANY (w.remaining))  -- only channels whose walk stops here
     OFFSET 0
@@ -755,7 +772,7 @@ CROSS JOIN LATERAL (
 ORDER BY 1, 2 DESC, 3, 4, 5
 
 -- name: delta_history_call
--- delta_history as a call of migration 0011's function, which holds its two forms (checkpoint_id
+-- delta_history as a call of migration 0011's function (as 0012 replaced it), which holds its two forms (checkpoint_id
 -- NULL: the latest) and plans them under enable_seqscan = off: the same rows, in the same order.
 SELECT * FROM {schema}.pgsaver_delta_history(
     %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text, %(channels)b::text[])
@@ -769,6 +786,15 @@ SELECT * FROM {schema}.pgsaver_delta_history(
 coalesce((
     SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
     WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
+      AND b.channel = k AND b.version = x.channel_versions ->> k
+), false)
+
+-- name: _x_stores_thread_k
+-- _x_stores_k for a checkpoint x of the thread %(thread_id)s (delta_history), compared with the
+-- parameter (see delta_history).
+coalesce((
+    SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns = x.checkpoint_ns
       AND b.channel = k AND b.version = x.channel_versions ->> k
 ), false)
 

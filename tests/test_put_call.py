@@ -1,6 +1,6 @@
 """On a connection that prepares nothing (behind a pooler, or prepare_threshold=None), put goes
 through migration 0006's function, pgsaver_put; prepared, it stays one statement. get_tuple goes
-through 0007's, pgsaver_get_tuple, on every pooled connection. Both ways store and read the same, and the rare paths (a
+through 0007's (as 0012 replaced it), pgsaver_get_tuple, on every pooled connection. Both ways store and read the same, and the rare paths (a
 missing parent, a put stored again, many channels, a guarded put) behave the same."""
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ def test_the_hot_path_stays_on_its_indexes_after_statistics_of_empty_tables(
 
 
 def test_delta_history_reads_the_same_through_the_function(db_dsn: str) -> None:
-    """Migration 0011's pgsaver_delta_history holds delta_history as of that migration: for every
+    """Migration 0011's pgsaver_delta_history (as 0012 replaced it) holds delta_history: for every
     checkpoint of DeltaChannel threads (with subgraph namespaces too), by id and as the latest,
     the function and the statement give the same history."""
     from graphs import delta_chat, with_subgraph

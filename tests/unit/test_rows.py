@@ -128,9 +128,11 @@ def check(shape: type, sql: str, kind: int | None = None) -> None:
         )
 
 
-def _0007() -> str:
-    mig = next(m for m in _sql.migrations() if m.version == 7)
-    return Q.migration(mig).decode()
+def _get_tuple_function(version: int) -> str:
+    """pgsaver_get_tuple as migration ``version`` creates it: 0007 made it, 0012 replaced it (and
+    pgsaver_delta_history after it)."""
+    mig = next(m for m in _sql.migrations() if m.version == version)
+    return Q.migration(mig).decode().split("CREATE OR REPLACE FUNCTION")[1]
 
 
 def _returned_queries(function_sql: str) -> list[str]:
@@ -168,10 +170,11 @@ def test_get_tuple_rows(name: str) -> None:
         check(shape, sql, kind)
 
 
-def test_get_tuple_call_rows_are_migration_0007s() -> None:
+@pytest.mark.parametrize("version", [7, 12])
+def test_get_tuple_call_rows_are_migration_0007s(version: int) -> None:
     """get_tuple_call returns the function's table, whose columns are named in RETURNS TABLE, and
-    each of its two queries returns get_tuple's rows."""
-    sql = _0007()
+    each of its two queries returns get_tuple's rows, as 0007 made it and as 0012 replaced it."""
+    sql = _get_tuple_function(version)
     assert "SELECT * FROM" in Q["get_tuple_call"].decode()
     table = re.search(r"RETURNS\s+TABLE\s*\((.*?)\)\s*LANGUAGE", _strip(sql), re.S | re.I)
     assert table is not None
