@@ -2161,11 +2161,6 @@ SELECT * FROM {schema}.pgsaver_store_write_{vtype}(
     %(ttls)b::float8[], %(del_prefixes)b::text[], %(del_keys)b::text[], %(f_prefixes)b::text[],
     %(f_keys)b::text[], %(fields)b::text[], %(hashes)b::text[], %(embeddings)b::text[])
 
--- name: store_write_function
--- Whether the write function of a vector type exists in the schema (setup(check=True)).
-SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-WHERE n.nspname = %(schema)s AND p.proname = %(name)s
-
 -- name: store_vector_hashes
 -- The fields already embedded for the given items, with the hash of the text each came from.
 SELECT v.prefix, v.key, v.field, v.text_hash
@@ -2240,8 +2235,9 @@ FROM {schema}.pgsaver_store_nearest_{vdist}(
     %(query)s, %(prefix)s, %(below)s, %(filter)s::jsonb, %(omit_expired)s, %(probe)s::integer,
     %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s, %(probes)s) AS f
 
--- name: store_nearest_function
--- Whether the search function of a distance exists in the schema (setup(check=True)).
+-- name: store_function
+-- Whether a function setup() makes for an index (search, write) exists in the schema
+-- (setup(check=True)).
 SELECT count(*) FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
 WHERE n.nspname = %(schema)s AND p.proname = %(name)s
 

@@ -1012,35 +1012,22 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
             f"PERFORM {planner_on};",
         ]
 
+    def indented(lines: list[str], indent: int) -> str:
+        return "\n".join(" " * indent + line for line in lines)
+
     def exact_all(indent: int, counted: bool = False) -> str:
         # the exact scan of every item under the prefix that the prefilter selects (without
         # one, of the prefix's vectors): planned for the call (with a filter, the value's GIN
         # index or the prefix's range; a large prefix, a sequential scan), except a prefix
-        # counted small enough, whose plan is kept (its range, whatever the prefix)
-        if not counted:
-            lines = [
-                "IF checked THEN",
-                f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
-                "ELSE",
-                f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
-                "END IF;",
-            ]
-            return "\n".join(" " * indent + line for line in lines)
-        lines = [
-            "IF p_filter IS NOT NULL OR (p_prefix IS NULL AND checked) THEN",
-            f"    RETURN QUERY EXECUTE {lit(exact(scan))} {using};",
-            "ELSIF p_prefix IS NULL THEN",
-            f"    RETURN QUERY EXECUTE {lit(exact_vectors)} {using};",
-            "ELSIF checked THEN",
-            *("    " + line for line in guarded(exact(scan_given))),
-            "ELSE",
-            *("    " + line for line in guarded(exact_vectors_given)),
-            "END IF;",
-        ]
-        return "\n".join(" " * indent + line for line in lines)
-
-    def indented(lines: list[str], indent: int) -> str:
-        return "\n".join(" " * indent + line for line in lines)
+        # without a filter counted small enough, whose plan is kept (its range, whatever the
+        # prefix)
+        if counted:
+            first, second = guarded(exact(scan_given)), guarded(exact_vectors_given)
+        else:
+            first = [f"RETURN QUERY EXECUTE {lit(exact(scan))} {using};"]
+            second = [f"RETURN QUERY EXECUTE {lit(exact_vectors)} {using};"]
+        lines = ["IF checked THEN", *("    " + x for x in first), "ELSE"]
+        return indented([*lines, *("    " + x for x in second), "END IF;"], indent)
 
     zero_step = (
         f"""

@@ -231,26 +231,19 @@ class PostgresStore(PoolOwner, SyncStoreBase):
                     "setup() once with this index (a role that may create tables)"
                 )
             if check:
-                name = _store.nearest_function(spec)
-                row = self._driver.fetch_one(
-                    self._q["store_nearest_function"], {"schema": self._q.schema, "name": name}
-                )
-                if not row or not int(row[0]):
-                    raise SchemaError(
-                        f"the store's search function {name} does not exist in schema "
-                        f"{self._q.schema!r} (its vectors table predates it): run setup() once "
-                        "with this index"
+                for what, name in (
+                    ("search", _store.nearest_function(spec)),
+                    ("write", _store.write_function(spec)),
+                ):
+                    row = self._driver.fetch_one(
+                        self._q["store_function"], {"schema": self._q.schema, "name": name}
                     )
-                name = _store.write_function(spec)
-                row = self._driver.fetch_one(
-                    self._q["store_write_function"], {"schema": self._q.schema, "name": name}
-                )
-                if not row or not int(row[0]):
-                    raise SchemaError(
-                        f"the store's write function {name} does not exist in schema "
-                        f"{self._q.schema!r} (its vectors table predates it): run setup() once "
-                        "with this index"
-                    )
+                    if not row or not int(row[0]):
+                        raise SchemaError(
+                            f"the store's {what} function {name} does not exist in schema "
+                            f"{self._q.schema!r} (its vectors table predates it): run setup() "
+                            "once with this index"
+                        )
             return
         schema_sql = self._q.schema_sql
         statements = [
