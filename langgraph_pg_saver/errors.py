@@ -97,6 +97,22 @@ class SchemaOutdatedError(SchemaError):
         )
 
 
+class SchemaNotDistributedError(SchemaError):
+    """The database has the citus extension and parts of the schema are not distributed yet
+    (``setup(check=True)``): run ``setup()``, which distributes them, or
+    ``setup(distribute=False)`` to keep them on the coordinator (docs/scaling.md)."""
+
+    def __init__(self, schema: str, missing: Sequence[str]) -> None:
+        self.schema = schema
+        self.missing = tuple(missing)
+        super().__init__(
+            f"checkpoint schema {schema!r}: citus is installed and these are not distributed "
+            f"yet: {', '.join(self.missing)}. setup() distributes them (tables by thread_id, "
+            "the migrations table as a reference table, functions by p_thread); "
+            "setup(distribute=False) leaves the schema as it is"
+        )
+
+
 def _no_tables_hint(schema: str) -> Hint:
     return Hint(
         f"run setup() with schema={schema!r}, or pass the right schema and connection string",

@@ -676,7 +676,10 @@ DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
 -- name: migrations_applied
 -- Each applied version, and whether it is additive (code that knows only earlier migrations may run
 -- against it). to_jsonb reads the flag from a table that an older release created without it.
-SELECT m.version, coalesce((to_jsonb(m) ->> 'additive')::boolean, false)
+-- Each row also says whether the database has the citus extension (setup()'s fast path: one
+-- query, and it knows whether to check the schema's distribution).
+SELECT m.version, coalesce((to_jsonb(m) ->> 'additive')::boolean, false),
+       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
 FROM {schema}.pgsaver_migrations AS m
 ORDER BY m.version
 
@@ -704,6 +707,106 @@ ALTER TABLE {schema}.pgsaver_migrations ADD COLUMN IF NOT EXISTS additive boolea
 -- name: migrations_record
 INSERT INTO {schema}.pgsaver_migrations (version, name, additive)
 VALUES (%(version)s, %(name)s, %(additive)s)
+
+-- ============================================================================ Citus
+
+-- name: citus_installed
+-- Whether this database has the citus extension: setup() then distributes the schema
+-- (citus_distribute), and the driver sends the forms of our statements that Citus routes to the
+-- thread's worker (docs/scaling.md).
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
+
+-- name: _citus_tables
+-- Our tables that Citus distributes by thread_id, co-located with the checkpoints (the first),
+-- in the order they are distributed. The store's tables stay on the coordinator and the
+-- migrations table is a reference table (docs/scaling.md, "What setup() distributes").
+ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports']
+
+-- name: _citus_functions
+-- Our functions Citus runs where the thread's rows are: each of the schema's functions with a
+-- p_thread argument (migrations 0004, 0006, 0007, 0011, 0012 and later).
+SELECT p.oid, p.oid::regprocedure::text AS signature FROM pg_proc AS p
+WHERE p.pronamespace = '{schema}'::regnamespace AND p.proname LIKE 'pgsaver\_%'
+  AND p.proname NOT LIKE 'pgsaver\_store\_%' AND 'p_thread' = ANY (p.proargnames)
+
+-- name: citus_missing
+-- Only where citus is installed: what of the schema is not yet distributed as setup() would
+-- distribute it: each table (distributed by thread_id, or the migrations table as a reference
+-- table) and each function (by p_thread), by name. Empty: the schema is distributed.
+SELECT t.name FROM unnest({_citus_tables}) AS t (name)
+WHERE to_regclass('{schema}.' || t.name) IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM pg_dist_partition AS d
+                  WHERE d.logicalrelid = to_regclass('{schema}.' || t.name) AND d.partmethod = 'h')
+UNION ALL
+SELECT 'pgsaver_migrations' WHERE NOT EXISTS (
+    SELECT 1 FROM pg_dist_partition AS d
+    WHERE d.logicalrelid = '{schema}.pgsaver_migrations'::regclass AND d.partmethod = 'n')
+UNION ALL
+SELECT f.signature FROM ({_citus_functions}) AS f
+WHERE NOT EXISTS (SELECT 1 FROM pg_dist_object AS o
+                  WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+                    AND o.distribution_argument_index IS NOT NULL)
+ORDER BY 1
+
+-- name: citus_distribution
+-- Only where citus is installed: how each of the schema's tables is placed (citus_tables:
+-- distributed, reference, or not there: local on the coordinator), by what column, in how many
+-- shards; and which functions are distributed. setup(check=True), saver.distribution() and
+-- doctor read it.
+SELECT 'table' AS kind, c.relname::text AS name, coalesce(t.citus_table_type, 'local') AS placement,
+       t.distribution_column::text AS distributed_by, t.shard_count::integer AS shards
+FROM pg_class AS c
+LEFT JOIN citus_tables AS t ON t.table_name = c.oid
+WHERE c.relnamespace = '{schema}'::regnamespace AND c.relkind IN ('r', 'p')
+  AND c.relname LIKE 'pgsaver\_%'
+UNION ALL
+SELECT 'function', f.signature,
+       CASE WHEN o.distribution_argument_index IS NULL THEN 'local' ELSE 'distributed' END,
+       CASE WHEN o.distribution_argument_index IS NULL THEN NULL ELSE 'p_thread' END, NULL
+FROM ({_citus_functions}) AS f
+LEFT JOIN pg_dist_object AS o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+ORDER BY 1 DESC, 2
+
+-- name: citus_distribute
+-- setup() where citus is installed, after the migrations (their own transaction): distribute
+-- what citus_missing lists, each step skipped when done already (several workers may run it;
+-- setup()'s migration lock orders them). A table holding rows (a database distributed after it
+-- was used) has them moved to its shards, and the copies left on the coordinator removed.
+DO $citus$
+DECLARE
+    rel regclass;
+    held boolean;
+    r record;
+BEGIN
+    -- one connection per node for the whole transaction: distributing a function after a table
+    -- in one transaction needs it
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition AS d
+                   WHERE d.logicalrelid = '{schema}.pgsaver_migrations'::regclass) THEN
+        PERFORM create_reference_table('{schema}.pgsaver_migrations');
+    END IF;
+    FOR r IN SELECT t.name, t.n FROM unnest({_citus_tables}) WITH ORDINALITY AS t (name, n)
+             ORDER BY t.n LOOP
+        rel := to_regclass('{schema}.' || r.name);
+        IF rel IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pg_dist_partition AS d WHERE d.logicalrelid = rel) THEN
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', rel) INTO held;
+            PERFORM create_distributed_table(rel::text, 'thread_id', colocate_with =>
+                CASE WHEN r.n = 1 THEN 'default' ELSE '{schema}.pgsaver_checkpoints' END);
+            IF held THEN
+                PERFORM truncate_local_data_after_distributing_table(rel);
+            END IF;
+        END IF;
+    END LOOP;
+    FOR r IN SELECT f.signature FROM ({_citus_functions}) AS f
+             WHERE NOT EXISTS (SELECT 1 FROM pg_dist_object AS o
+                               WHERE o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+                                 AND o.distribution_argument_index IS NOT NULL) LOOP
+        PERFORM create_distributed_function(r.signature::regprocedure, 'p_thread',
+                                            colocate_with => '{schema}.pgsaver_checkpoints');
+    END LOOP;
+END
+$citus$
 
 -- ============================================================================ DeltaChannel history
 
@@ -1632,14 +1735,17 @@ SELECT pg_backend_pid()
 -- %(store_pages)s (policy.TRUSTED_PAGES, TRUSTED_STORE_PAGES), the live size the planner costs
 -- a scan at. Only then does the connection prepare the statements whose generic
 -- plan, made on smaller tables after statistics of empty ones, would keep a sequential scan
--- (db/sql.PLANNED_BY_STATS); a table not there counts as small.
+-- (db/sql.PLANNED_BY_STATS); a table not there counts as small. Last, whether the database has
+-- the citus extension: such a connection prepares nothing either, and sends the calls of our
+-- functions, which Citus runs on the thread's worker (docs/scaling.md).
 SELECT pg_backend_pid(),
        (SELECT count(*) = 3 FROM unnest(ARRAY[
             to_regclass('{schema}.pgsaver_checkpoints'), to_regclass('{schema}.pgsaver_blobs'),
             to_regclass('{schema}.pgsaver_writes')]) AS t(rel)
         WHERE pg_relation_size(t.rel) >= %(pages)s::bigint * current_setting('block_size')::bigint),
        coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_store'))
-                >= %(store_pages)s::bigint * current_setting('block_size')::bigint, false)
+                >= %(store_pages)s::bigint * current_setting('block_size')::bigint, false),
+       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
 
 -- name: in_recovery
 -- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in

@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import citus
 import psycopg
 import pytest
 from pgserver import Server, find_server
@@ -86,6 +87,35 @@ def empty_db_dsn(pg_server: Server) -> Iterator[str]:
         yield pg_server.dsn_for(name)
     finally:
         _drop_db(pg_server, name)
+
+
+@pytest.fixture(scope="session")
+def citus_cluster() -> Iterator[citus.Cluster]:
+    """A Citus coordinator and its workers (tests/citus.py): given, or the workplace's local
+    cluster started once. Without one the Citus tests skip locally and fail when CI is set."""
+    cluster = citus.find_cluster()
+    if cluster is None:
+        msg = (
+            f"no Citus cluster: set {citus.ENV_DSN} to a coordinator, or build Citus into the "
+            "machine's Postgres 15 (bash ../shared/citus/build.sh) so the tests start one"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    print(f"\n[langgraph-pg-saver tests] Citus from {cluster.source}")
+    try:
+        yield cluster
+    finally:
+        if cluster.stop is not None:
+            cluster.stop()
+
+
+@pytest.fixture
+def citus_dsn(citus_cluster: citus.Cluster) -> Iterator[str]:
+    """A fresh database on the Citus cluster (citus on every node, workers added), nothing of
+    ours in it: the test's setup() distributes."""
+    with citus.database(citus_cluster) as dsn:
+        yield dsn
 
 
 @pytest.fixture

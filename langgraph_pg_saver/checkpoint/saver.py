@@ -200,13 +200,20 @@ class PostgresSaver(PoolOwner, SaverBase):
 
     # ------------------------------------------------------------------ schema
 
-    def setup(self, *, check: bool = False) -> None:
+    def setup(self, *, check: bool = False, distribute: bool | None = None) -> None:
         """Create or upgrade the tables; safe to call from many workers at once.
 
         With ``check=True`` nothing is changed: a missing or outdated schema raises
-        :class:`SchemaOutdatedError` (for runtime roles without DDL rights).
+        :class:`SchemaOutdatedError` (for runtime roles without DDL rights), and on a database
+        with the citus extension a schema not yet distributed :class:`SchemaNotDistributedError`.
+
+        ``distribute``: where the database has the citus extension, setup() distributes the
+        checkpoint tables by ``thread_id`` (co-located), makes the migrations table a reference
+        table and distributes the functions by their thread argument (``None``, the default:
+        whenever citus is installed; ``True``: an error without citus; ``False``: never).
+        docs/scaling.md.
         """
-        _schema.migrate(self._driver, check=check)
+        _schema.migrate(self._driver, check=check, distribute=distribute)
 
     def verify_schema(self) -> None:
         """Raise :class:`SchemaOutdatedError` / :class:`SchemaTooNewError` unless the schema is current."""

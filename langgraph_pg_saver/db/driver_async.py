@@ -385,6 +385,11 @@ class AsyncDriver:
         if row is not None:
             record_stats(conn, self.q.schema, row[1], row[2])
         mark_pooler_checked(conn)
+        if row is not None and row[3]:
+            # Citus: the calls of our functions, which it delegates to the thread's worker, and
+            # nothing prepared (docs/scaling.md)
+            conn.prepare_threshold = None
+            return
         if row is not None and behind_pooler(conn, row[0]):
             logger.info(
                 "%s: a pooling proxy (PgBouncer or the like) is between this connection and "

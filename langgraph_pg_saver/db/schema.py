@@ -18,7 +18,12 @@ from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.driver import Driver
 from langgraph_pg_saver.db.policy import IDLE, closed_error, in_pipeline, read_only_error
 from langgraph_pg_saver.db.sql import Queries
-from langgraph_pg_saver.errors import InvalidInputError, PgSaverError, PrivilegeError
+from langgraph_pg_saver.errors import (
+    InvalidInputError,
+    PgSaverError,
+    PrivilegeError,
+    SchemaNotDistributedError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ def healthcheck(driver: Driver, timeout: float = HEALTHCHECK_TIMEOUT) -> dict[st
     return report
 
 
-def migrate(driver: Driver, *, check: bool) -> None:
+def migrate(driver: Driver, *, check: bool, distribute: bool | None = None) -> None:
     """Apply the pending migrations under the migration lock (see ``db/migrate.py``); with
     ``check``, change nothing and raise unless the schema is current.
 
@@ -63,10 +68,16 @@ def migrate(driver: Driver, *, check: bool) -> None:
     retry policy, as every other call is: the whole protocol is idempotent (the applied versions
     are read again under the lock, each migration is recorded in the transaction that applies
     it), so a rerun after a COMMIT whose outcome is unknown applies nothing twice."""
+    if distribute is not None and not isinstance(distribute, bool):
+        raise InvalidInputError(f"distribute must be True, False or None, not {distribute!r}")
     retry = 0
     while True:
         try:
-            _migrate_once(driver, check=check)
+            citus = _migrate_once(driver, check=check)
+            if distribute is not False and citus is not False:
+                _distribute(driver, check=check, required=distribute is True)
+            elif distribute is True:
+                raise _no_citus(driver)
             return
         except errors.InsufficientPrivilege as exc:
             raise _privilege_error(driver, exc, check=check) from exc
@@ -102,12 +113,15 @@ def _privilege_error(
     )
 
 
-def _migrate_once(driver: Driver, *, check: bool) -> None:
+def _migrate_once(driver: Driver, *, check: bool) -> bool | None:
+    """Apply what is pending; returns whether citus is installed when the schema was current
+    already (its fast path's one query says), else None."""
     q = driver.q
     with driver.cursor() as cur:
-        applied = _read_applied(cur, q)
+        rows = _applied_rows(cur, q)
+        applied = None if rows is None else _migrate.applied_from_rows(rows)
         if not _migrate.pending(q.schema, applied):
-            return
+            return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)
         # a saver or store made with read_only=True: the schema is behind, and this one may not
@@ -143,9 +157,51 @@ def _migrate_once(driver: Driver, *, check: bool) -> None:
                     {"version": mig.version, "name": mig.name, "additive": mig.additive},
                     prepare=False,
                 )
+    return None
+
+
+def _no_citus(driver: Driver) -> PgSaverError:
+    return PgSaverError(
+        f"{driver.owner}.setup(distribute=True): this database has no citus extension "
+        "(CREATE EXTENSION citus, on a Citus coordinator): nothing was distributed"
+    )
+
+
+def _distribute(driver: Driver, *, check: bool, required: bool) -> None:
+    """Where the database has the citus extension: distribute what of the schema is not yet
+    (``citus_missing``; docs/scaling.md, "What setup() distributes"), in a transaction of its own
+    under the migration lock; with ``check``, raise naming it instead. ``required``
+    (``setup(distribute=True)``): a database without citus is an error."""
+    q = driver.q
+    with driver.cursor() as cur:
+        cur.execute(q["citus_installed"], prepare=False)
+        row = cur.fetchone()
+        if not (row and row[0]):
+            if required:
+                raise _no_citus(driver)
+            return
+        cur.execute(q["citus_missing"], prepare=False)
+        missing = [str(r[0]) for r in cur.fetchall()]
+        if not missing:
+            return
+        if check:
+            raise SchemaNotDistributedError(q.schema, missing)
+        driver.refuse_write("setup")
+        conn = cur.connection
+        with conn.transaction():
+            cur.execute(q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False)
+            logger.info("distributing schema %s on Citus: %s", q.schema, ", ".join(missing))
+            with conn.cursor(binary=False) as ddl:
+                ddl.execute(q["citus_distribute"], prepare=False)
 
 
 def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    rows = _applied_rows(cur, q)
+    return None if rows is None else _migrate.applied_from_rows(rows)
+
+
+def _applied_rows(cur: Cursor[TupleRow], q: Queries) -> list[TupleRow] | None:
+    """migrations_applied's rows (each also says whether citus is installed); None: no table."""
     conn = cur.connection
     # inside the caller's transaction, a savepoint keeps a missing table from aborting it
     guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
@@ -155,4 +211,4 @@ def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:
             rows = cur.fetchall()
     except _MISSING_SCHEMA:
         return None
-    return _migrate.applied_from_rows(rows)
+    return rows

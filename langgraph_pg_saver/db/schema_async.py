@@ -27,7 +27,12 @@ from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.policy import IDLE, closed_error, in_pipeline, read_only_error
 from langgraph_pg_saver.db.sql import Queries
-from langgraph_pg_saver.errors import InvalidInputError, PgSaverError, PrivilegeError
+from langgraph_pg_saver.errors import (
+    InvalidInputError,
+    PgSaverError,
+    PrivilegeError,
+    SchemaNotDistributedError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +69,7 @@ async def healthcheck(driver: AsyncDriver, timeout: float = HEALTHCHECK_TIMEOUT)
     return report
 
 
-async def migrate(driver: AsyncDriver, *, check: bool) -> None:
+async def migrate(driver: AsyncDriver, *, check: bool, distribute: bool | None = None) -> None:
     """Apply the pending migrations under the migration lock (see ``db/migrate.py``); with
     ``check``, change nothing and raise unless the schema is current.
 
@@ -72,10 +77,16 @@ async def migrate(driver: AsyncDriver, *, check: bool) -> None:
     retry policy, as every other call is: the whole protocol is idempotent (the applied versions
     are read again under the lock, each migration is recorded in the transaction that applies
     it), so a rerun after a COMMIT whose outcome is unknown applies nothing twice."""
+    if distribute is not None and not isinstance(distribute, bool):
+        raise InvalidInputError(f"distribute must be True, False or None, not {distribute!r}")
     retry = 0
     while True:
         try:
-            await _migrate_once(driver, check=check)
+            citus = await _migrate_once(driver, check=check)
+            if distribute is not False and citus is not False:
+                await _distribute(driver, check=check, required=distribute is True)
+            elif distribute is True:
+                raise _no_citus(driver)
             return
         except errors.InsufficientPrivilege as exc:
             raise _privilege_error(driver, exc, check=check) from exc
@@ -111,12 +122,15 @@ def _privilege_error(
     )
 
 
-async def _migrate_once(driver: AsyncDriver, *, check: bool) -> None:
+async def _migrate_once(driver: AsyncDriver, *, check: bool) -> bool | None:
+    """Apply what is pending; returns whether citus is installed when the schema was current
+    already (its fast path's one query says), else None."""
     q = driver.q
     async with driver.cursor() as cur:
-        applied = await _read_applied(cur, q)
+        rows = await _applied_rows(cur, q)
+        applied = None if rows is None else _migrate.applied_from_rows(rows)
         if not _migrate.pending(q.schema, applied):
-            return
+            return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)
         # a saver or store made with read_only=True: the schema is behind, and this one may not
@@ -152,9 +166,53 @@ async def _migrate_once(driver: AsyncDriver, *, check: bool) -> None:
                     {"version": mig.version, "name": mig.name, "additive": mig.additive},
                     prepare=False,
                 )
+    return None
+
+
+def _no_citus(driver: AsyncDriver) -> PgSaverError:
+    return PgSaverError(
+        f"{driver.owner}.setup(distribute=True): this database has no citus extension "
+        "(CREATE EXTENSION citus, on a Citus coordinator): nothing was distributed"
+    )
+
+
+async def _distribute(driver: AsyncDriver, *, check: bool, required: bool) -> None:
+    """Where the database has the citus extension: distribute what of the schema is not yet
+    (``citus_missing``; docs/scaling.md, "What setup() distributes"), in a transaction of its own
+    under the migration lock; with ``check``, raise naming it instead. ``required``
+    (``setup(distribute=True)``): a database without citus is an error."""
+    q = driver.q
+    async with driver.cursor() as cur:
+        await cur.execute(q["citus_installed"], prepare=False)
+        row = await cur.fetchone()
+        if not (row and row[0]):
+            if required:
+                raise _no_citus(driver)
+            return
+        await cur.execute(q["citus_missing"], prepare=False)
+        missing = [str(r[0]) for r in await cur.fetchall()]
+        if not missing:
+            return
+        if check:
+            raise SchemaNotDistributedError(q.schema, missing)
+        driver.refuse_write("setup")
+        conn = cur.connection
+        async with conn.transaction():
+            await cur.execute(
+                q["migrations_lock"], {"key": _migrate.lock_key(q.schema)}, prepare=False
+            )
+            logger.info("distributing schema %s on Citus: %s", q.schema, ", ".join(missing))
+            async with conn.cursor(binary=False) as ddl:
+                await ddl.execute(q["citus_distribute"], prepare=False)
 
 
 async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
+    rows = await _applied_rows(cur, q)
+    return None if rows is None else _migrate.applied_from_rows(rows)
+
+
+async def _applied_rows(cur: AsyncCursor[TupleRow], q: Queries) -> list[TupleRow] | None:
+    """migrations_applied's rows (each also says whether citus is installed); None: no table."""
     conn = cur.connection
     # inside the caller's transaction, a savepoint keeps a missing table from aborting it
     guard = contextlib.nullcontext() if conn.info.transaction_status == IDLE else conn.transaction()
@@ -164,4 +222,4 @@ async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, boo
             rows = await cur.fetchall()
     except _MISSING_SCHEMA:
         return None
-    return _migrate.applied_from_rows(rows)
+    return rows

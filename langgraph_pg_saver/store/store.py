@@ -203,12 +203,14 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         self.stop_ttl_sweeper(timeout=timeout)
         super().close(timeout)
 
-    def setup(self, *, check: bool = False) -> None:
+    def setup(self, *, check: bool = False, distribute: bool | None = None) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the store's);
         safe from many workers at once. ``check=True`` changes nothing and raises
         ``SchemaOutdatedError`` if the schema is not current. With an ``index``, also the
-        pgvector extension, the vectors table of its dimension and its ANN index."""
-        _schema.migrate(self._driver, check=check)
+        pgvector extension, the vectors table of its dimension and its ANN index.
+        ``distribute``: as the savers' ``setup()`` takes it (on Citus, the checkpoint tables
+        are distributed; the store's own stay on the coordinator: docs/scaling.md)."""
+        _schema.migrate(self._driver, check=check, distribute=distribute)
         spec = self.index_spec
         if spec is None:
             return

@@ -1,0 +1,130 @@
+"""A Citus cluster for the tests that run on one: found or started once per session, a fresh
+distributed database per test.
+
+Where the coordinator comes from, first match wins:
+
+1. ``LANGGRAPH_PG_SAVER_TEST_CITUS_DSN``: an existing coordinator (a superuser's DSN to any of its
+   databases); its workers must accept the same user.
+2. The local cluster of the workplace's Citus scripts (``../shared/citus/cluster.sh``, beside the
+   repository, or ``LANGGRAPH_PG_SAVER_CITUS_SCRIPTS``), started on ``CITUS_PORT`` (56400 and the
+   two ports after it) when Citus is installed in the machine's Postgres 15
+   (``bash ../shared/citus/build.sh``); stopped again after the session if the tests started it.
+
+Each test gets a database made on every node (``citus.enable_create_database_propagation``), the
+citus extension created in it on each node and the workers added: what a user's new database on
+a cluster looks like before ``setup()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ENV_DSN = "LANGGRAPH_PG_SAVER_TEST_CITUS_DSN"
+ENV_SCRIPTS = "LANGGRAPH_PG_SAVER_CITUS_SCRIPTS"
+CITUS_PORT = 56400
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Cluster:
+    #: the coordinator's DSN (its ``postgres`` database, or the one given)
+    dsn: str
+    source: str
+    stop: Callable[[], None] | None = None
+
+    def node_dsns(self, dbname: str) -> list[str]:
+        """Every node's DSN for ``dbname``: the coordinator first, then the workers."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            nodes = conn.execute(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' "
+                "AND isactive ORDER BY groupid = 0 DESC, nodeport"
+            ).fetchall()
+        coordinator = make_conninfo(self.dsn, dbname=dbname)
+        params = conninfo_to_dict(self.dsn)
+        out = [coordinator]
+        for host, port in nodes:
+            if str(port) == str(params.get("port")) and host in (params.get("host"), "127.0.0.1"):
+                continue
+            out.append(make_conninfo(self.dsn, dbname=dbname, host=host, port=str(port)))
+        return out
+
+    def create_db(self) -> str:
+        """A new database on every node with citus in it and the workers added; its DSN."""
+        name = f"lgps_c_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SET citus.enable_create_database_propagation = on")
+            conn.execute(f'CREATE DATABASE "{name}"')
+        dsns = self.node_dsns(name)
+        for dsn in dsns:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("SET client_min_messages = warning")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+        params = conninfo_to_dict(dsns[0])
+        with psycopg.connect(dsns[0], autocommit=True) as conn:
+            conn.execute(
+                "SELECT citus_set_coordinator_host(%s, %s::int)",
+                (params.get("host") or "127.0.0.1", int(params.get("port") or 5432)),
+            )
+            for dsn in dsns[1:]:
+                w = conninfo_to_dict(dsn)
+                conn.execute("SELECT citus_add_node(%s, %s::int)", (w["host"], int(w["port"])))
+        return dsns[0]
+
+    def drop_db(self, dsn: str) -> None:
+        name = conninfo_to_dict(dsn)["dbname"]
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SET citus.enable_create_database_propagation = on")
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _scripts() -> Path | None:
+    given = os.environ.get(ENV_SCRIPTS)
+    for folder in ([Path(given)] if given else []) + [_REPO.parent / "shared" / "citus"]:
+        if (folder / "cluster.sh").is_file():
+            return folder
+    return None
+
+
+def _citus_installed() -> bool:
+    return any(Path("/usr/lib/postgresql").glob("*/lib/citus.so"))
+
+
+def find_cluster() -> Cluster | None:
+    """The coordinator to test on, or None (nothing given, no scripts or Citus not built)."""
+    given = os.environ.get(ENV_DSN)
+    if given:
+        return Cluster(given, f"{ENV_DSN}")
+    scripts = _scripts()
+    if scripts is None or not _citus_installed():
+        return None
+    script = str(scripts / "cluster.sh")
+    done = subprocess.run(
+        ["bash", script, "start", str(CITUS_PORT)], capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} start {CITUS_PORT} failed: {done.stderr.strip()[-2000:]}")
+    dsn = done.stdout.strip().splitlines()[-1]
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            subprocess.run(["bash", script, "stop", str(CITUS_PORT)], timeout=120, check=False)
+
+    return Cluster(dsn, f"{script} on port {CITUS_PORT}", stop)
+
+
+@contextlib.contextmanager
+def database(cluster: Cluster) -> Iterator[str]:
+    dsn = cluster.create_db()
+    try:
+        yield dsn
+    finally:
+        cluster.drop_db(dsn)

@@ -1,0 +1,186 @@
+"""On a real Citus cluster (tests/citus.py: a coordinator and two workers): setup() distributes
+the schema, the savers run graphs on it, and the hot operations run on the thread's worker.
+
+What does not run on Citus yet is listed in docs/scaling.md ("What works on Citus"); it is not
+tested here as working.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from psycopg import ClientCursor
+
+from langgraph_pg_saver import (
+    AsyncPostgresSaver,
+    PgSaverError,
+    PostgresSaver,
+    PostgresStore,
+    SchemaNotDistributedError,
+)
+from langgraph_pg_saver.errors import InvalidInputError
+
+DISTRIBUTED = ("pgsaver_blobs", "pgsaver_checkpoints", "pgsaver_imports", "pgsaver_writes")
+FUNCTIONS = (
+    "pgsaver_claim_head",
+    "pgsaver_delta_history",
+    "pgsaver_get_tuple",
+    "pgsaver_parent_stored",
+    "pgsaver_put",
+)
+
+
+def placement(dsn: str, saver: PostgresSaver) -> dict[str, tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(saver._q["citus_distribution"]).fetchall()
+    return {str(r[1]).split("(")[0]: tuple(r[2:]) for r in rows}
+
+
+class State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def graph(checkpointer: Any) -> Any:
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", lambda s: {"log": ["b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def tasks(dsn: str, query: bytes, params: dict[str, Any]) -> int:
+    """How many tasks Citus's plan of ``query`` has (1: it runs on one worker)."""
+    # autocommit, as the savers send them: Citus delegates no call inside a transaction block
+    with psycopg.connect(dsn, cursor_factory=ClientCursor, autocommit=True) as conn:
+        plan = [r[0] for r in conn.execute(b"EXPLAIN (COSTS OFF) " + query, params)]
+    counts = [int(line.split(":")[1]) for line in plan if line.strip().startswith("Task Count:")]
+    assert counts, "\n".join(plan)
+    return max(counts)
+
+
+def test_setup_distributes_the_schema(citus_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+        found = placement(citus_dsn, saver)
+        for table in DISTRIBUTED:
+            assert found[table][:2] == ("distributed", "thread_id"), (table, found[table])
+        assert found["pgsaver_migrations"][0] == "reference"
+        assert found["pgsaver_store"][0] == "local"
+        for function in FUNCTIONS:
+            assert found[function][:2] == ("distributed", "p_thread"), function
+        # the distributed tables share one co-location group: a thread's rows on one worker
+        with psycopg.connect(citus_dsn) as conn:
+            groups = conn.execute(
+                "SELECT count(DISTINCT colocation_id) FROM citus_tables "
+                "WHERE distribution_column = 'thread_id'"
+            ).fetchone()
+        assert groups == (1,)
+        saver.setup()  # again: nothing to do
+        saver.setup(check=True)
+
+
+def test_check_names_what_is_not_distributed_and_setup_moves_the_rows(citus_dsn: str) -> None:
+    config = {"configurable": {"thread_id": "before"}}
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup(distribute=False)
+        with psycopg.connect(citus_dsn) as conn:
+            assert conn.execute("SELECT count(*) FROM citus_tables").fetchone() == (0,)
+        graph(saver).invoke({"log": []}, config)
+        with pytest.raises(SchemaNotDistributedError) as info:
+            saver.setup(check=True)
+        assert "pgsaver_checkpoints" in info.value.missing
+        assert "pgsaver_migrations" in info.value.missing
+        assert any(m.startswith("pgsaver_put(") for m in info.value.missing)
+        saver.setup()  # distributes the tables, with the rows they hold
+        saver.setup(check=True)
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        assert graph(saver).get_state(config).values == {"log": ["a", "b"]}
+        with psycopg.connect(citus_dsn) as conn:
+            # no copy left behind in the coordinator's own (shell) tables
+            left = conn.execute(
+                "SELECT sum(pg_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
+                (list(DISTRIBUTED),),
+            ).fetchone()
+        assert left == (0,)
+
+
+def test_distribute_options(citus_dsn: str, db_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(db_dsn) as saver:
+        with pytest.raises(PgSaverError, match="no citus extension"):
+            saver.setup(distribute=True)
+        with pytest.raises(InvalidInputError, match="distribute"):
+            saver.setup(distribute="yes")  # type: ignore[arg-type]
+        saver.setup()  # without citus: nothing to distribute
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup(distribute=True)
+        saver.setup(check=True)
+
+
+def test_a_graph_runs_on_citus(citus_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+        app = graph(saver)
+        for i in range(6):  # threads on both workers
+            config = {"configurable": {"thread_id": f"t{i}"}}
+            assert app.invoke({"log": [str(i)]}, config) == {"log": [str(i), "a", "b"]}
+            state = app.get_state(config)
+            assert state.values == {"log": [str(i), "a", "b"]}
+            app.update_state(config, {"log": ["x"]})
+            assert app.get_state(config).values["log"][-1] == "x"
+        saver.delete_thread("t0")
+        assert app.get_state({"configurable": {"thread_id": "t0"}}).values == {}
+        assert app.get_state({"configurable": {"thread_id": "t1"}}).values["log"][-1] == "x"
+        with psycopg.connect(citus_dsn) as conn:
+            on = conn.execute(
+                "SELECT count(DISTINCT nodeport) FROM citus_shards "
+                "WHERE table_name = 'pgsaver_checkpoints'::regclass AND shard_size > 8192 * 2"
+            ).fetchone()
+        assert on == (2,)  # the threads' rows are on both workers (their ids hash to both)
+
+
+async def test_a_graph_runs_on_citus_async(citus_dsn: str) -> None:
+    async with AsyncPostgresSaver.from_conn_string(citus_dsn) as saver:
+        await saver.setup()
+        app = graph(saver)
+        config = {"configurable": {"thread_id": "async"}}
+        assert await app.ainvoke({"log": []}, config) == {"log": ["a", "b"]}
+        assert (await app.aget_state(config)).values == {"log": ["a", "b"]}
+        await saver.adelete_thread("async")
+        assert (await app.aget_state(config)).values == {}
+
+
+def test_hot_operations_run_on_the_threads_worker(citus_dsn: str) -> None:
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+        graph(saver).invoke({"log": []}, {"configurable": {"thread_id": "hot"}})
+        q = saver._q
+        thread = {"thread_id": "hot", "checkpoint_ns": "", "checkpoint_id": None}
+        assert tasks(citus_dsn, q["get_tuple_call"], thread) == 1
+        assert tasks(citus_dsn, q["delete_thread"], {"thread_id": "hot"}) == 1
+        history = {**thread, "channels": ["log"]}
+        assert tasks(citus_dsn, q["delta_history_call"], history) == 1
+        put = q["put_call"].decode()
+        assert put.lstrip().startswith("SELECT")
+        assert "pgsaver_put(" in put
+        # the put's function is distributed by its thread argument: Citus delegates the call
+        found = placement(citus_dsn, saver)
+        assert found["pgsaver_put"][:2] == ("distributed", "p_thread")
+
+
+def test_store_without_vectors_on_citus(citus_dsn: str) -> None:
+    with PostgresStore.from_conn_string(citus_dsn) as store:
+        store.setup()
+        store.put(("users", "a"), "k1", {"n": 1})
+        store.put(("users", "b"), "k2", {"n": 2})
+        assert store.get(("users", "a"), "k1").value == {"n": 1}  # type: ignore[union-attr]
+        found = store.search(("users",), filter={"n": 2})
+        assert [item.key for item in found] == ["k2"]
+        assert store.list_namespaces(prefix=("users",)) == [("users", "a"), ("users", "b")]
+        store.delete(("users", "a"), "k1")
+        assert store.get(("users", "a"), "k1") is None
