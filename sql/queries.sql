@@ -414,7 +414,7 @@ WITH k AS MATERIALIZED (
     WHERE {where}
     ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
     LIMIT (SELECT %(limit)s::bigint)
-), {_read_body}
+), {_read_body_thread}
 
 -- name: read_tuples_recent
 -- list() across threads with a limit (list(None, filter=..., limit=n)), first phase: the newest
@@ -553,7 +553,93 @@ WITH RECURSIVE ns AS (
     ) AS x
     ORDER BY x.checkpoint_id DESC, x.checkpoint_ns
     LIMIT {cap}
-), {_read_body}
+), {_read_body_thread}
+
+-- name: read_tuples_per_ns__citus
+-- read_tuples_per_ns on Citus: the thread compared plainly in every reference (a recursive CTE
+-- must filter on the distribution column for Citus to run it on the thread's worker).
+WITH RECURSIVE ns AS (
+    (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
+     WHERE c.thread_id = %(thread_id)s ORDER BY c.checkpoint_ns LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.checkpoint_ns FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns > ns.checkpoint_ns
+            ORDER BY c.checkpoint_ns LIMIT 1)
+    FROM ns WHERE ns.checkpoint_ns IS NOT NULL
+), k AS MATERIALIZED (
+    SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id
+    FROM ns
+    CROSS JOIN LATERAL (
+        SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.checkpoint_ns = ns.checkpoint_ns AND {where}
+        ORDER BY c.checkpoint_id DESC
+        LIMIT {cap}
+    ) AS x
+    ORDER BY x.checkpoint_id DESC, x.checkpoint_ns
+    LIMIT {cap}
+), {_read_body_thread}
+
+-- name: _read_body_thread
+-- _read_body for the checkpoints of one thread, %(thread_id)s (read_tuples, read_tuples_per_ns):
+-- the same text on one server.
+{_read_body}
+
+-- name: _read_body_thread__citus
+-- On Citus: _read_body with every lookup compared with the thread parameter rather than with k's
+-- (the same value), so that Citus sees each table reference read one thread and runs the whole
+-- statement on its worker.
+kc AS MATERIALIZED (
+    SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, c.parent_checkpoint_id, c.type,
+           c.checkpoint, c.channel_versions, c.metadata, c.metadata_exact
+    FROM k
+    CROSS JOIN LATERAL (
+        SELECT c.parent_checkpoint_id, c.type, c.checkpoint, c.channel_versions, c.metadata,
+               c.metadata_exact
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = k.checkpoint_ns
+          AND c.checkpoint_id = k.checkpoint_id
+        OFFSET 0
+    ) AS c
+), cv AS (
+    SELECT DISTINCT kc.thread_id, kc.checkpoint_ns, e.key COLLATE "C" AS channel,
+           e.value COLLATE "C" AS version
+    FROM kc
+    CROSS JOIN LATERAL jsonb_each_text(kc.channel_versions) AS e
+    -- Always true. The planner assumes 100 rows from any set-returning function, so a filter's
+    -- generic plan (hundreds of chosen keys, a hundred channels each) was estimated above
+    -- jit_above_cost and spent tens of milliseconds compiling; each of these is taken as a 1-in-3 filter.
+    WHERE octet_length(e.key) >= 0 AND length(e.key) >= 0
+)
+SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.version AS ref,
+       s.type, s.blob, NULL::text AS write_channel, NULL::text AS task_path, NULL::integer AS idx,
+       NULL::jsonb, NULL::jsonb, NULL::bytea
+FROM cv AS v
+CROSS JOIN LATERAL (
+    SELECT bl.type, bl.blob
+    FROM {schema}.pgsaver_blobs AS bl
+    WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = v.checkpoint_ns
+      AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
+    OFFSET 0  -- one primary-key lookup per distinct value, never a hash of the thread's blobs
+) AS s
+UNION ALL
+SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
+       wr.type, wr.blob, wr.channel, wr.task_path, wr.idx,
+       NULL, NULL, NULL
+FROM k
+CROSS JOIN LATERAL (
+    SELECT w.task_id, w.type, w.blob, w.channel, w.task_path, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = k.checkpoint_ns
+      AND w.checkpoint_id = k.checkpoint_id
+    OFFSET 0
+) AS wr
+UNION ALL
+SELECT 2, kc.thread_id, kc.checkpoint_ns, kc.checkpoint_id, kc.parent_checkpoint_id,
+       kc.type, kc.checkpoint, NULL, NULL, NULL,
+       kc.channel_versions, kc.metadata, kc.metadata_exact
+FROM kc
+ORDER BY kind, checkpoint_id DESC, thread_id, checkpoint_ns, task_path, ref, idx
 
 -- name: _read_body
 -- The rest of read_tuples. Expects the CTE k (thread_id, checkpoint_ns, checkpoint_id) of the chosen
@@ -630,6 +716,12 @@ CROSS JOIN LATERAL (
 
 -- name: _w_thread
 c.thread_id = (SELECT %(thread_id)s::text)
+
+-- name: _w_thread__citus
+-- On Citus (Queries(citus=True)): the thread compared plainly, the distribution column's value
+-- that routes the statement to the thread's worker (nothing is prepared there, so there is no
+-- choice of plan to steer).
+c.thread_id = %(thread_id)s
 
 -- name: _w_ns
 c.checkpoint_ns = (SELECT %(checkpoint_ns)s::text)
@@ -1193,6 +1285,42 @@ WITH chosen AS (
        -- the threads deleted, sorted: a retention job prunes the others it found idle (written since)
        ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
 
+-- name: delete_threads__citus
+-- On Citus (no STABLE function in a RETURNING clause, no correlated subquery beside unnest): the
+-- threads chosen, their rows' sizes read, then deleted; the same report as delete_threads. The
+-- sizes are of the rows the deletes remove: the threads are locked exclusively, so nothing
+-- writes them between the two.
+WITH chosen AS MATERIALIZED (
+    SELECT t.thread_id
+    FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
+    WHERE %(idle_for)s::interval IS NULL OR t.thread_id <> ALL (ARRAY(
+        SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+          AND c.created_at >= now() - %(idle_for)s::interval))
+), sized AS MATERIALIZED (
+    SELECT (SELECT coalesce(sum(pg_column_size(b.*)), 0) FROM {schema}.pgsaver_blobs AS b
+            WHERE b.thread_id IN (SELECT thread_id FROM chosen))
+         + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM {schema}.pgsaver_writes AS w
+            WHERE w.thread_id IN (SELECT thread_id FROM chosen))
+         + (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id IN (SELECT thread_id FROM chosen)) AS bytes
+), gone_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING 1
+), gone_writes AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING 1
+), gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING thread_id
+)
+SELECT (SELECT count(DISTINCT thread_id) FROM gone),
+       (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM gone_writes),
+       (SELECT count(*) FROM gone_blobs),
+       CASE WHEN (SELECT count(*) FROM gone) > 0 THEN (SELECT bytes FROM sized) ELSE 0 END,
+       ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
+
 -- name: _report_gone
 -- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size) and gone_blobs (size):
 -- threads, checkpoints, writes, blobs, bytes.
@@ -1210,6 +1338,16 @@ SELECT (SELECT count(DISTINCT thread_id) FROM gone),
 SELECT t.thread_id
 FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
 WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = t.thread_id)
+ORDER BY 1
+
+-- name: missing_threads__citus
+-- On Citus: the threads found first (one query over the shards holding the given threads: Citus
+-- runs no correlated subquery beside a set-returning function), then those of the ids not found.
+SELECT t.thread_id
+FROM unnest(%(thread_ids)b::text[]) AS t (thread_id)
+WHERE t.thread_id <> ALL (ARRAY(
+    SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])))
 ORDER BY 1
 
 -- name: threads_size
@@ -1708,6 +1846,14 @@ t AS (
 WITH RECURSIVE {_threads_after}
 SELECT thread_id FROM t WHERE thread_id IS NOT NULL LIMIT %(limit)s
 
+-- name: threads_after__citus
+-- On Citus (a recursive CTE must name one thread): the next distinct thread ids, each shard's
+-- first ones merged by the coordinator.
+SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id > %(after)s
+ORDER BY 1
+LIMIT %(limit)s
+
 -- name: idle_threads
 -- Of the given threads, those whose newest checkpoint is older than now() - idle_for.
 SELECT t.thread_id
@@ -1718,6 +1864,15 @@ WHERE EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id 
       WHERE c.thread_id = t.thread_id AND c.created_at >= now() - %(idle_for)s::interval
   )
 ORDER BY t.thread_id
+
+-- name: idle_threads__citus
+-- On Citus: idle_threads with the threads' newest checkpoints read first (one grouped query over
+-- the shards holding them), as missing_threads__citus.
+SELECT n.thread_id
+FROM (SELECT c.thread_id, max(c.created_at) AS newest FROM {schema}.pgsaver_checkpoints AS c
+      WHERE c.thread_id = ANY (%(thread_ids)b::text[]) GROUP BY c.thread_id) AS n
+WHERE n.newest < now() - %(idle_for)s::interval
+ORDER BY n.thread_id
 
 -- name: set_lock_timeout
 SELECT set_config('lock_timeout', %(lock_timeout)s, true)
@@ -2013,6 +2168,11 @@ WHERE thread_id = %(thread_id)s
 -- How many threads sort after %(after)s (the progress bar's total), skipping through the key.
 WITH RECURSIVE {_threads_after}
 SELECT count(*) FROM t WHERE thread_id IS NOT NULL
+
+-- name: ops_thread_count__citus
+-- On Citus: ops_thread_count over the shards.
+SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id > %(after)s
 
 -- name: ops_schema
 -- Whether the schema exists, and whether it holds our migrations table (ops.schema_version).

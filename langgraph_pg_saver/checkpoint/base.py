@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -18,11 +19,15 @@ from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
 
+if TYPE_CHECKING:
+    from langgraph_pg_saver.db.driver import Driver
+    from langgraph_pg_saver.db.driver_async import AsyncDriver
+
 
 class SaverBase(BaseCheckpointSaver[str]):
     """Options and statement choices common to :class:`PostgresSaver` and :class:`AsyncPostgresSaver`."""
 
-    _q: Queries
+    _driver: Driver | AsyncDriver
 
     def __init__(
         self,
@@ -34,10 +39,17 @@ class SaverBase(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         self._compression = _compress.check(compression)
-        self._q = queries_for(schema)
+        # the statements for one server, and for a database with citus (chosen by the driver's
+        # state: shared by the clones LangGraph makes, found once per saver)
+        self._queries = (queries_for(schema), queries_for(schema, citus=True))
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
+
+    @property
+    def _q(self) -> Queries:
+        """The statements for this database: Citus's forms once the driver found citus there."""
+        return self._queries[self._driver.state.citus is True]
 
     @property
     def _visible_metadata(self) -> frozenset[str] | None:

@@ -95,7 +95,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         self._driver = Driver(
             conn,
-            self._q,
+            self._queries[0],
             owner=type(self).__name__,
             retry=retry,
             statement_timeout=statement_timeout,
@@ -242,6 +242,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         Without a limit, or with one above 250, the checkpoints are read in pages of 250 (one
         statement each, as they are iterated), so no statement reads a whole long thread (a
         role's ``statement_timeout`` applies to each)."""
+        self._driver.find_citus()  # the statements' forms for this database
         sel = _reading.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
@@ -416,6 +417,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
         try:
@@ -439,6 +441,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         driver = self._driver
         functions = driver.state.functions
         try:
@@ -471,6 +474,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
         N and deleting idle threads.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("prune")
         report: Report = self._driver.drive(
@@ -488,6 +492,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
         not), and the report names the source in ``missing``. Returns what was copied.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("copy_thread")
         report: Report = self._driver.drive(
             _lifecycle.copy_thread(
@@ -519,6 +524,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         ``dry_run`` counts what would be sealed again and changes nothing. A ``thread_id`` that
         holds no checkpoint is no error: nothing is done and the report names it in ``missing``.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         crypt = _values.sealer(self.serde)
         if crypt is None:
             raise InvalidInputError(
@@ -568,6 +574,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
         held here with what the official saver reads.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("import_official")
         report: ImportReport = self._driver.drive(
@@ -600,6 +607,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         DeltaChannel from a checkpoint or writes of these runs, and with
         :class:`EntangledRunError` when some of their rows cannot be told from another run's.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("delete_for_runs")
         report: Report = self._driver.drive(
@@ -630,6 +638,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
         """
+        self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("retention")
         report: Report = self._driver.drive(

@@ -138,7 +138,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         self._driver = AsyncDriver(
             conn,
-            self._q,
+            self._queries[0],
             owner=type(self).__name__,
             retry=retry,
             statement_timeout=statement_timeout,
@@ -297,6 +297,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         Without a limit, or with one above 250, the checkpoints are read in pages of 250 (one
         statement each, as they are iterated), so no statement reads a whole long thread (a
         role's ``statement_timeout`` applies to each)."""
+        await self._driver.find_citus()  # the statements' forms for this database
         sel = _reading.list_select(config, filter, before, limit, self._visible_metadata)
         # rows are fetched and the connection released before the caller iterates, so a caller
         # that calls the saver again inside its loop never waits on its own connection
@@ -471,6 +472,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         no-op. ``prune([thread_id], strategy="delete")`` does the same under the thread's lock and
         returns a :class:`Report` whose ``missing`` names an id that held no checkpoint.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
         try:
@@ -494,6 +496,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         class: parent-chain ancestors only, the target's own writes excluded, per channel up to the
         nearest ancestor storing a value (its writes included), writes oldest first.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         driver = self._driver
         functions = driver.state.functions
         try:
@@ -526,6 +529,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         the report names it in ``missing`` (sorted). See :meth:`retention` for keeping the last
         N and deleting idle threads.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("prune")
         report: Report = await self._driver.drive(
@@ -543,6 +547,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         checkpoint is no error: nothing is copied, the target is left as it is (``overwrite`` or
         not), and the report names the source in ``missing``. Returns what was copied.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("copy_thread")
         report: Report = await self._driver.drive(
             _lifecycle.copy_thread(
@@ -574,6 +579,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         ``dry_run`` counts what would be sealed again and changes nothing. A ``thread_id`` that
         holds no checkpoint is no error: nothing is done and the report names it in ``missing``.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         crypt = _values.sealer(self.serde)
         if crypt is None:
             raise InvalidInputError(
@@ -623,6 +629,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         ``langgraph-pg-saver import-official --verify`` also compares every imported checkpoint
         held here with what the official saver reads.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("import_official")
         report: ImportReport = await self._driver.drive(
@@ -655,6 +662,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         DeltaChannel from a checkpoint or writes of these runs, and with
         :class:`EntangledRunError` when some of their rows cannot be told from another run's.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("delete_for_runs")
         report: Report = await self._driver.drive(
@@ -685,6 +693,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
         """
+        await self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
             self._driver.refuse_write("retention")
         report: Report = await self._driver.drive(

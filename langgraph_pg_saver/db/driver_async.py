@@ -362,8 +362,13 @@ class AsyncDriver:
         if switched:
             await conn.set_autocommit(True)
         try:
-            if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
-                await self._check_pooler(conn)
+            if conn.info.transaction_status == IDLE:
+                if needs_first_check(conn, query):
+                    await self._check_pooler(conn)
+                if self.state.citus is None:
+                    await self._find_citus(conn)
+            if self.state.citus:
+                conn.prepare_threshold = None
             async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 yield cur
         finally:
@@ -385,7 +390,9 @@ class AsyncDriver:
         if row is not None:
             record_stats(conn, self.q.schema, row[1], row[2])
         mark_pooler_checked(conn)
-        if row is not None and row[3]:
+        if row is not None:
+            self.state.citus = bool(row[3])
+        if self.state.citus:
             # Citus: the calls of our functions, which it delegates to the thread's worker, and
             # nothing prepared (docs/scaling.md)
             conn.prepare_threshold = None
@@ -396,6 +403,23 @@ class AsyncDriver:
                 "Postgres: its statements are not prepared (prepare_threshold=None)",
                 self.owner,
             )
+
+    async def _find_citus(self, conn: AsyncConnection[Any]) -> None:
+        """Whether the database has the citus extension (``State.citus``): once per driver, on
+        its first connection that the first check did not ask (one that prepares nothing)."""
+        async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            await cur.execute(self.q["citus_installed"], prepare=False)
+            row = await cur.fetchone()
+        self.state.citus = bool(row and row[0])
+
+    async def find_citus(self) -> bool:
+        """``State.citus``, asked of the server if not known yet (a statement rendered before
+        any connection was made: the savers' lists and lifecycle jobs ask first)."""
+        if self.state.citus is None and not self.in_caller_transaction():
+            async with self.connection() as conn:
+                async with self.cursor_on(conn):
+                    pass
+        return self.state.citus is True
 
     def in_caller_transaction(self) -> bool:
         """Whether the caller's single connection is inside a transaction of the caller's (or

@@ -211,6 +211,7 @@ class State:
 
     __slots__ = (
         "active",
+        "citus",
         "closed",
         "functions",
         "inflight",
@@ -228,6 +229,9 @@ class State:
         self.active = 0
         #: calls rerun after a transient error, since the saver was made
         self.retries = 0
+        #: whether the database has the citus extension (None: not known yet): found by the
+        #: first statement of the driver's first connection, setup()'s, or the first check
+        self.citus: bool | None = None
         #: whether to call the server-side functions of migrations 0006 and 0007 where nothing is
         #: prepared; False once a call found one missing or not executable (the statements then)
         self.functions = True

@@ -121,6 +121,8 @@ def _migrate_once(driver: Driver, *, check: bool) -> bool | None:
         rows = _applied_rows(cur, q)
         applied = None if rows is None else _migrate.applied_from_rows(rows)
         if not _migrate.pending(q.schema, applied):
+            if rows:
+                driver.state.citus = bool(rows[0][2])
             return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)
@@ -176,6 +178,7 @@ def _distribute(driver: Driver, *, check: bool, required: bool) -> None:
     with driver.cursor() as cur:
         cur.execute(q["citus_installed"], prepare=False)
         row = cur.fetchone()
+        driver.state.citus = bool(row and row[0])
         if not (row and row[0]):
             if required:
                 raise _no_citus(driver)

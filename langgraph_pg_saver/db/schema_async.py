@@ -130,6 +130,8 @@ async def _migrate_once(driver: AsyncDriver, *, check: bool) -> bool | None:
         rows = await _applied_rows(cur, q)
         applied = None if rows is None else _migrate.applied_from_rows(rows)
         if not _migrate.pending(q.schema, applied):
+            if rows:
+                driver.state.citus = bool(rows[0][2])
             return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)
@@ -185,6 +187,7 @@ async def _distribute(driver: AsyncDriver, *, check: bool, required: bool) -> No
     async with driver.cursor() as cur:
         await cur.execute(q["citus_installed"], prepare=False)
         row = await cur.fetchone()
+        driver.state.citus = bool(row and row[0])
         if not (row and row[0]):
             if required:
                 raise _no_citus(driver)

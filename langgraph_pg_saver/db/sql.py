@@ -104,6 +104,8 @@ def _kind(name: str, text: bytes, schema: str) -> bytes:
 
 
 #: the named fragments a {where} slot is made of: _w_<name>
+#: the suffix of a query or fragment that replaces its namesake on Citus (Queries(citus=True))
+CITUS_SUFFIX = "__citus"
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter", "after")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
 #: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
@@ -223,11 +225,18 @@ class Queries:
       ``{write_rows}`` with the rows as arrays or as a VALUES list of a given length.
     """
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, *, citus: bool = False) -> None:
         self.schema = validate_schema(schema)
+        #: the statements for a database with the citus extension: each query or fragment
+        #: ``x__citus`` of queries.sql stands in for ``x`` (what Citus routes by thread)
+        self.citus = citus
         # the identifier is validated above; Identifier adds the quoting
         self.schema_sql = sql.Identifier(self.schema).as_string()
-        raw = raw_queries()
+        raw = dict(raw_queries())
+        for name in [n for n in raw if n.endswith(CITUS_SUFFIX)]:
+            text = raw.pop(name)
+            if citus:
+                raw[name.removesuffix(CITUS_SUFFIX)] = text
         self._fragments: dict[str, str] = {}
         for name in raw:
             if name.startswith("_"):
@@ -401,5 +410,5 @@ class Queries:
 
 
 @functools.cache
-def queries_for(schema: str) -> Queries:
-    return Queries(schema)
+def queries_for(schema: str, *, citus: bool = False) -> Queries:
+    return Queries(schema, citus=citus)

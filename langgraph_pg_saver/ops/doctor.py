@@ -153,7 +153,34 @@ def _doctor_checks(doc: DoctorReport, driver: Driver) -> None:
         )
     if not _privileges(doc, driver, role) or not applied:
         return
+    _citus_check(doc, driver)
     _table_checks(doc, driver, jit, toast, has_lz4, role)
+
+
+def _citus_check(doc: DoctorReport, driver: Driver) -> None:
+    """Where the database has citus: how the schema is distributed (citus_distribution)."""
+    q = driver.q
+    row = driver.fetch_one(q["citus_installed"], {})
+    if not (row and row[0]):
+        return
+    rows = driver.fetch_all(q["citus_distribution"], {})
+    placed = {str(r[1]).split("(")[0]: (str(r[2]), r[3], r[4]) for r in rows}
+    missing = [str(r[0]) for r in driver.fetch_all(q["citus_missing"], {})]
+    tables = ", ".join(
+        f"{name} {how}" + (f" by {by} ({shards} shards)" if by and shards and shards > 1 else "")
+        for name, (how, by, shards) in sorted(placed.items())
+        if how != "distributed" or by == "thread_id"
+    )
+    functions = sum(1 for how, by, _ in placed.values() if how == "distributed" and by == "p_thread")
+    if missing:
+        doc.add(
+            "citus",
+            "FAIL",
+            f"citus is installed; not distributed: {', '.join(missing)}",
+            "langgraph-pg-saver setup (distributes them; docs/scaling.md)",
+        )
+    else:
+        doc.add("citus", "OK", f"{tables}; {functions} functions distributed by p_thread")
 
 
 def _table_checks(
