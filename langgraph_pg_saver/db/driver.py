@@ -372,9 +372,8 @@ class Driver:
         """``State.citus``, asked of the server if not known yet (a statement rendered before
         any connection was made: the savers' lists and lifecycle jobs ask first)."""
         if self.state.citus is None and not self.in_caller_transaction():
-            with self.connection() as conn:
-                with self.cursor_on(conn):
-                    pass
+            with self.connection() as conn, self.cursor_on(conn):
+                pass
         return self.state.citus is True
 
     def in_caller_transaction(self) -> bool:

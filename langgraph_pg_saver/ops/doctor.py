@@ -171,7 +171,9 @@ def _citus_check(doc: DoctorReport, driver: Driver) -> None:
         for name, (how, by, shards) in sorted(placed.items())
         if how != "distributed" or by == "thread_id"
     )
-    functions = sum(1 for how, by, _ in placed.values() if how == "distributed" and by == "p_thread")
+    functions = sum(
+        1 for how, by, _ in placed.values() if how == "distributed" and by == "p_thread"
+    )
     if missing:
         doc.add(
             "citus",
