@@ -974,6 +974,60 @@ SELECT * FROM {schema}.pgsaver_delta_history(
 
 -- ============================================================================ lifecycle
 
+-- name: _on_threads_b
+-- Nothing on one server. On Citus (the __citus form): b's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_b__citus
+AND b.thread_id = ANY (%(thread_ids)b::text[])
+
+-- name: _on_threads_c
+-- Nothing on one server. On Citus (the __citus form): c's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_c__citus
+AND c.thread_id = ANY (%(thread_ids)b::text[])
+
+-- name: _on_threads_pw
+-- Nothing on one server. On Citus (the __citus form): pw's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_pw__citus
+AND pw.thread_id = ANY (%(thread_ids)b::text[])
+
+-- name: _on_threads_r
+-- Nothing on one server. On Citus (the __citus form): r's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_r__citus
+AND r.thread_id = ANY (%(thread_ids)b::text[])
+
+-- name: _on_threads_w
+-- Nothing on one server. On Citus (the __citus form): w's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_w__citus
+AND w.thread_id = ANY (%(thread_ids)b::text[])
+
+-- name: _on_threads_x
+-- Nothing on one server. On Citus (the __citus form): x's thread among %(thread_ids)s, which
+-- there is one thread (the lifecycle runs a thread at a time), so that every table reference of
+-- the statement names it and Citus runs the statement on the thread's worker.
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_x__citus
+AND x.thread_id = ANY (%(thread_ids)b::text[])
+
 -- name: _x_stores_k
 -- Expects x (a pgsaver_checkpoints row) and k (a channel name). Checkpoint x stores a value for channel k: it has a version of k whose blob is not the 'empty'
 -- marker. A scalar subquery by the whole primary key: Postgres cannot turn it into a hash of all the
@@ -981,7 +1035,7 @@ SELECT * FROM {schema}.pgsaver_delta_history(
 coalesce((
     SELECT b.type <> 'empty' FROM {schema}.pgsaver_blobs AS b
     WHERE b.thread_id = x.thread_id AND b.checkpoint_ns = x.checkpoint_ns
-      AND b.channel = k AND b.version = x.channel_versions ->> k
+      AND b.channel = k AND b.version = x.channel_versions ->> k {_on_threads_b}
 ), false)
 
 -- name: _x_stores_thread_k
@@ -1025,6 +1079,7 @@ ARRAY(
     SELECT 1 FROM {schema}.pgsaver_writes AS pw
     WHERE pw.thread_id = x.thread_id AND pw.checkpoint_ns = x.checkpoint_ns
       AND pw.checkpoint_id = x.parent_checkpoint_id AND pw.channel = '__pregel_tasks'
+      {_on_threads_pw}
 ))
 
 -- name: _walk_row
@@ -1039,7 +1094,7 @@ x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id, {_x_needi
 -- packets from it.
 JOIN {schema}.pgsaver_checkpoints AS x
   ON x.thread_id = w.thread_id AND x.checkpoint_ns = w.checkpoint_ns
- AND x.checkpoint_id = w.parent_checkpoint_id
+ AND x.checkpoint_id = w.parent_checkpoint_id {_on_threads_x}
 WHERE cardinality(w.needing) > 0 OR w.sends
 
 -- name: _walk_heads
@@ -1049,6 +1104,7 @@ FROM heads AS h
 CROSS JOIN (SELECT ARRAY[]::text[] COLLATE "C" AS needing) AS w
 JOIN {schema}.pgsaver_checkpoints AS x
   ON x.thread_id = h.thread_id AND x.checkpoint_ns = h.checkpoint_ns AND x.checkpoint_id = h.checkpoint_id
+ {_on_threads_x}
 
 -- name: _keep_last_set
 -- keep_last as a thread's root history. CTEs (use as WITH RECURSIVE {_keep_last_set}):
@@ -1076,7 +1132,7 @@ nss AS (
     SELECT n.thread_id, n.checkpoint_ns, o.owner,
            o.owner COLLATE "C" > coalesce((
                SELECT max(r.checkpoint_id) FROM {schema}.pgsaver_checkpoints AS r
-               WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = ''
+               WHERE r.thread_id = n.thread_id AND r.checkpoint_ns = '' {_on_threads_r}
            ), '') AS pending
     FROM (
         SELECT DISTINCT c.thread_id, c.checkpoint_ns
@@ -1086,7 +1142,7 @@ nss AS (
     LEFT JOIN LATERAL (
         SELECT c.metadata -> 'parents' ->> '' AS owner
         FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns {_on_threads_c}
         ORDER BY c.checkpoint_id DESC
         LIMIT 1
     ) AS o ON n.checkpoint_ns ~ ':[^|]*$'
@@ -1097,7 +1153,7 @@ heads AS (
     CROSS JOIN LATERAL (
         SELECT c.checkpoint_id
         FROM {schema}.pgsaver_checkpoints AS c
-        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns
+        WHERE c.thread_id = n.thread_id AND c.checkpoint_ns = n.checkpoint_ns {_on_threads_c}
         ORDER BY c.checkpoint_id DESC
         LIMIT %(keep_last)s
     ) AS h
@@ -1191,12 +1247,14 @@ deleted_writes AS (
     DELETE FROM {schema}.pgsaver_writes AS w
     USING batch AS b
     WHERE w.thread_id = b.thread_id AND w.checkpoint_ns = b.checkpoint_ns AND w.checkpoint_id = b.checkpoint_id
+      {_on_threads_w}
     RETURNING pg_column_size(w.*) AS size
 ),
 deleted AS (
     DELETE FROM {schema}.pgsaver_checkpoints AS c
     USING batch AS b
     WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint_id = b.checkpoint_id
+      {_on_threads_c}
     RETURNING c.thread_id, pg_column_size(c.*) AS size
 )
 SELECT ARRAY(SELECT DISTINCT thread_id FROM deleted),
@@ -1204,6 +1262,84 @@ SELECT ARRAY(SELECT DISTINCT thread_id FROM deleted),
        (SELECT count(*) FROM deleted_writes),
        coalesce((SELECT sum(size) FROM deleted), 0) + coalesce((SELECT sum(size) FROM deleted_writes), 0),
        (SELECT count(*) FROM doomed) - (SELECT count(*) FROM deleted)
+
+-- name: citus_prune_pick
+-- On Citus, prune_keep_last_batch in two statements (a data-modifying CTE makes Citus plan each
+-- CTE apart, and a recursive one then needs a table filtered by thread): this one picks the batch
+-- of the one thread %(thread_ids)s as prune_keep_last_batch does, and returns its keys and how
+-- many checkpoints are doomed; citus_prune_delete deletes them, in the same transaction.
+WITH RECURSIVE {_keep_last_set},
+pick AS (
+    SELECT * FROM doomed
+    ORDER BY thread_id, anchor DESC, depth, checkpoint_id DESC
+    LIMIT %(batch)s
+),
+unpicked AS (
+    SELECT d.* FROM doomed AS d
+    WHERE NOT EXISTS (
+        SELECT 1 FROM pick AS p
+        WHERE p.thread_id = d.thread_id AND p.checkpoint_ns = d.checkpoint_ns
+          AND p.checkpoint_id = d.checkpoint_id
+    )
+),
+held (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id) AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id
+    FROM pick AS p
+    WHERE EXISTS (
+        SELECT 1 FROM unpicked AS u
+        WHERE u.thread_id = p.thread_id AND u.checkpoint_ns = p.checkpoint_ns
+          AND u.parent_checkpoint_id = p.checkpoint_id
+    ) OR (p.owner IS NOT NULL AND EXISTS (
+        SELECT 1 FROM unpicked AS u
+        WHERE u.thread_id = p.thread_id AND u.checkpoint_ns = '' AND u.checkpoint_id = p.owner
+    ))
+    UNION
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id, p.parent_checkpoint_id
+    FROM held AS h
+    JOIN pick AS p
+      ON p.thread_id = h.thread_id
+     AND ((p.checkpoint_ns = h.checkpoint_ns AND p.checkpoint_id = h.parent_checkpoint_id)
+          OR (h.checkpoint_ns = '' AND p.owner = h.checkpoint_id))
+),
+batch AS (
+    SELECT p.thread_id, p.checkpoint_ns, p.checkpoint_id FROM pick AS p
+    EXCEPT
+    SELECT h.thread_id, h.checkpoint_ns, h.checkpoint_id FROM held AS h
+)
+SELECT array_agg(b.checkpoint_ns), array_agg(b.checkpoint_id), (SELECT count(*) FROM doomed)
+FROM batch AS b
+
+-- name: citus_prune_delete
+-- The second statement of citus_prune_pick: the picked checkpoints of the thread %(thread_ids)s
+-- (namespaces %(nss)s, ids %(ids)s) and their writes deleted, their sizes read first (the thread
+-- is locked: nothing writes it between the two); the row prune_keep_last_batch returns, with
+-- %(doomed)s doomed before this batch.
+WITH b AS MATERIALIZED (
+    SELECT * FROM unnest(%(nss)b::text[], %(ids)b::text[]) AS b (checkpoint_ns, checkpoint_id)
+), sized AS MATERIALIZED (
+    SELECT (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM {schema}.pgsaver_writes AS w
+            WHERE w.thread_id = ANY (%(thread_ids)b::text[])
+              AND (w.checkpoint_ns, w.checkpoint_id) IN (SELECT b.checkpoint_ns, b.checkpoint_id FROM b))
+         + (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM {schema}.pgsaver_checkpoints AS c
+            WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+              AND (c.checkpoint_ns, c.checkpoint_id) IN (SELECT b.checkpoint_ns, b.checkpoint_id FROM b))
+           AS bytes
+), deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = ANY (%(thread_ids)b::text[])
+      AND (w.checkpoint_ns, w.checkpoint_id) IN (SELECT b.checkpoint_ns, b.checkpoint_id FROM b)
+    RETURNING 1
+), deleted AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+      AND (c.checkpoint_ns, c.checkpoint_id) IN (SELECT b.checkpoint_ns, b.checkpoint_id FROM b)
+    RETURNING c.thread_id
+)
+SELECT ARRAY(SELECT DISTINCT thread_id FROM deleted),
+       (SELECT count(*) FROM deleted),
+       (SELECT count(*) FROM deleted_writes),
+       CASE WHEN (SELECT count(*) FROM deleted) > 0 THEN (SELECT bytes FROM sized) ELSE 0 END,
+       %(doomed)s::bigint - (SELECT count(*) FROM deleted)
 
 -- name: prune_keep_last_plan
 -- Dry run of prune_keep_last_batch + prune_blobs: what would go, without deleting.
@@ -1227,6 +1363,7 @@ refs AS (
     FROM keep AS k
     JOIN {schema}.pgsaver_checkpoints AS c
       ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns AND c.checkpoint_id = k.checkpoint_id
+      {_on_threads_c}
     CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
 ),
 gone_blobs AS (
@@ -1260,6 +1397,30 @@ deleted AS (
     RETURNING pg_column_size(b.*) AS size
 )
 SELECT count(*), coalesce(sum(size), 0) FROM deleted
+
+-- name: prune_blobs__citus
+-- On Citus: prune_blobs with the doomed blobs (and their sizes) read first, then deleted by key
+-- (no STABLE function in a RETURNING clause there); one thread, %(thread_ids)s.
+WITH refs AS MATERIALIZED (
+    SELECT DISTINCT c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM {schema}.pgsaver_checkpoints AS c
+    CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS v
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+), doomed AS MATERIALIZED (
+    SELECT b.checkpoint_ns, b.channel, b.version, pg_column_size(b.*) AS size
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = ANY (%(thread_ids)b::text[])
+      AND (b.checkpoint_ns, b.channel, b.version) NOT IN (
+          SELECT r.checkpoint_ns, r.channel, r.version FROM refs AS r)
+), deleted AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = ANY (%(thread_ids)b::text[])
+      AND (b.checkpoint_ns, b.channel, b.version) IN (
+          SELECT d.checkpoint_ns, d.channel, d.version FROM doomed AS d)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted),
+       CASE WHEN (SELECT count(*) FROM deleted) > 0 THEN (SELECT sum(size) FROM doomed) ELSE 0 END
 
 -- name: delete_threads
 -- Every row of the given threads -- with idle_for, only of those still idle (checked again under the

@@ -132,6 +132,19 @@ def _keep_last(
     batch = batch_size(batch)
     if not ids:
         return Report(dry_run=dry_run)
+    if q.citus and len(ids) > 1:
+        # on Citus a thread at a time: each statement then names one thread in every table
+        # reference, and Citus runs it on that thread's worker (docs/scaling.md)
+        total = Report(dry_run=dry_run)
+        for tid in ids:
+            total.add(
+                (
+                    yield from _keep_last(
+                        q, [tid], n, dry_run=dry_run, batch=batch, lock_timeout=lock_timeout
+                    )
+                )
+            )
+        return total
     params: dict[str, Any] = {"thread_ids": ids, "keep_last": n}
     if dry_run:
         rows = yield Step((Stmt(q["prune_keep_last_plan"], params),))
@@ -146,7 +159,12 @@ def _keep_last(
         # each batch commits a state in which every checkpoint still stored reads as before the
         # job (the order is prune_keep_last_batch's): a job stopped between batches, or a reader
         # between them, sees no survivor changed
-        rows = yield Step(locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout)
+        if q.citus:
+            rows = yield _citus_prune_batch(q, ids, params, lock_timeout)
+        else:
+            rows = yield Step(
+                locked(q, ids, Stmt(q["prune_keep_last_batch"], params)), lock_timeout
+            )
         thread_list, checkpoints, writes, size, left = rows[0]
         touched.update(thread_list or ())
         report.checkpoints += int(checkpoints)
@@ -162,6 +180,20 @@ def _keep_last(
     report.bytes += int(rows[0][1] or 0)
     report.threads = len(touched)
     return report
+
+
+def _citus_prune_batch(
+    q: Queries, ids: list[str], params: dict[str, Any], lock_timeout: float | None
+) -> Step:
+    """On Citus, one batch of prune_keep_last_batch as two statements of one transaction (one
+    thread, ``ids``): the batch picked, then deleted; the same row as prune_keep_last_batch."""
+
+    def delete(rows: Rows) -> Step:
+        nss, cids, doomed = rows[0]
+        keys = {"thread_ids": ids, "nss": list(nss or ()), "ids": list(cids or ())}
+        return Step((Stmt(q["citus_prune_delete"], {**keys, "doomed": int(doomed)}),))
+
+    return Step(locked(q, ids, Stmt(q["citus_prune_pick"], params)), lock_timeout, then=delete)
 
 
 def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) -> Steps:
