@@ -447,6 +447,19 @@ FROM (
 WHERE {where}
 LIMIT (SELECT %(limit)s::bigint)
 
+-- name: _recent__citus
+-- On Citus: _recent with its limit plain (Citus takes no subquery in a LIMIT across shards).
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+FROM (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.metadata, c.metadata_exact
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE {scan}
+    ORDER BY c.checkpoint_id DESC
+    LIMIT {walk}
+) AS c
+WHERE {where}
+LIMIT %(limit)s::bigint
+
 -- name: read_tuples_capped
 -- list() across threads with a limit, second phase, after a first whose walk found fewer than the
 -- limit: every match when there are fewer than 5,000 (the planner finds them as it thinks cheapest
@@ -523,6 +536,16 @@ WITH k AS MATERIALIZED (
     FROM unnest(%(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
         AS k(thread_id, checkpoint_ns, checkpoint_id)
 ), {_read_body}
+
+-- name: read_tuples_keys__citus
+-- On Citus: the checkpoints given by key of one thread, %(thread_id)s (the saver groups the keys
+-- by thread: a statement per thread, each run on its worker).
+WITH k AS MATERIALIZED (
+    SELECT %(thread_id)s::text COLLATE "C" AS thread_id,
+           k.checkpoint_ns COLLATE "C" AS checkpoint_ns, k.checkpoint_id COLLATE "C" AS checkpoint_id
+    FROM unnest(%(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[])
+        AS k(checkpoint_ns, checkpoint_id)
+), {_read_body_thread}
 
 -- name: read_tuples_per_ns
 -- read_tuples for a thread without a namespace: the newest checkpoints of each of the thread's
@@ -726,11 +749,23 @@ c.thread_id = %(thread_id)s
 -- name: _w_ns
 c.checkpoint_ns = (SELECT %(checkpoint_ns)s::text)
 
+-- name: _w_ns__citus
+-- On Citus: compared plainly (nothing is prepared there).
+c.checkpoint_ns = %(checkpoint_ns)s
+
 -- name: _w_id
 c.checkpoint_id = (SELECT %(checkpoint_id)s::text)
 
+-- name: _w_id__citus
+-- On Citus: compared plainly (nothing is prepared there).
+c.checkpoint_id = %(checkpoint_id)s
+
 -- name: _w_before
 c.checkpoint_id < (SELECT %(before)s::text)
+
+-- name: _w_before__citus
+-- On Citus: compared plainly (nothing is prepared there).
+c.checkpoint_id < %(before)s
 
 -- name: _w_after
 -- A page of a long list() (checkpoint/reading.page_select): the checkpoints after the last one of
@@ -739,6 +774,12 @@ c.checkpoint_id < (SELECT %(before)s::text)
 c.checkpoint_id <= (SELECT %(after_id)s::text)
 AND (c.checkpoint_id < (SELECT %(after_id)s::text)
      OR (c.thread_id, c.checkpoint_ns) > ((SELECT %(after_thread)s::text), (SELECT %(after_ns)s::text)))
+
+-- name: _w_after__citus
+-- On Citus: _w_after compared plainly.
+c.checkpoint_id <= %(after_id)s::text
+AND (c.checkpoint_id < %(after_id)s::text
+     OR (c.thread_id, c.checkpoint_ns) > (%(after_thread)s::text, %(after_ns)s::text))
 
 -- name: _w_filter
 -- The candidates of a metadata filter (checkpoint/metadata.plan_filter); the saver checks each exactly.
@@ -1639,6 +1680,37 @@ WITH picked AS MATERIALIZED (
                   WHERE t.thread_id = %(target)s AND t.checkpoint_ns = w.checkpoint_ns
                     AND t.checkpoint_id = w.checkpoint_id
                   OFFSET 0)
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), copied AS (
+    INSERT INTO {schema}.pgsaver_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path,
+        run_id, replaced_run_ids
+    )
+    SELECT %(target)s, p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx, p.channel, p.type,
+           p.blob, p.task_path, p.run_id, p.replaced_run_ids
+    FROM picked AS p
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
+-- name: copy_writes_batch__citus
+-- On Citus (source and target on different workers: no join of the two): the target's copied
+-- checkpoints read by an uncorrelated subquery, which Citus runs on the target's worker first.
+WITH picked AS MATERIALIZED (
+    SELECT w.*
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(source)s
+      AND (w.checkpoint_ns, w.checkpoint_id) IN (
+          SELECT t.checkpoint_ns, t.checkpoint_id FROM {schema}.pgsaver_checkpoints AS t
+          WHERE t.thread_id = %(target)s)
       AND (%(after)s::text[] IS NULL
            OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
               > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],

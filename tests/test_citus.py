@@ -7,7 +7,10 @@ tested here as working.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+import uuid
+from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
 import psycopg
@@ -184,3 +187,139 @@ def test_store_without_vectors_on_citus(citus_dsn: str) -> None:
         assert store.list_namespaces(prefix=("users",)) == [("users", "a"), ("users", "b")]
         store.delete(("users", "a"), "k1")
         assert store.get(("users", "a"), "k1") is None
+
+
+# --------------------------------------------------------------------------- the same answers
+
+TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
+
+
+def rows_of(dsn: str) -> dict[str, list[str]]:
+    """Every row of the checkpoint tables, sorted, but for when it was written (a copy's rows
+    are written when it runs)."""
+    with psycopg.connect(dsn) as conn:
+        return {
+            t: sorted(
+                str(r[0]) for r in conn.execute(f"SELECT to_jsonb(t) - 'created_at' FROM {t} AS t")
+            )
+            for t in TABLES
+        }
+
+
+def copy_rows(source: str, target: str) -> None:
+    """The source database's rows of the checkpoint tables, as they are, into the target's."""
+    with psycopg.connect(source) as src, psycopg.connect(target) as dst:
+        for table in TABLES:
+            with (
+                src.cursor().copy(f"COPY {table} TO STDOUT (FORMAT binary)") as out,
+                dst.cursor().copy(f"COPY {table} FROM STDIN (FORMAT binary)") as into,
+            ):
+                for data in out:
+                    into.write(data)
+
+
+def answers(saver: PostgresSaver, threads: list[str]) -> list[Any]:
+    """What a user reads: every list() shape, histories, DeltaChannel history, tuples by id."""
+
+    def tup(t: Any) -> tuple[Any, ...]:
+        return (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+
+    out: list[Any] = [
+        [tup(t) for t in saver.list(None)],
+        [tup(t) for t in saver.list(None, limit=7)],
+        [tup(t) for t in saver.list(None, filter={"source": "loop"}, limit=5)],
+        [tup(t) for t in saver.list(None, filter={"step": 2})],
+    ]
+    for thread in threads:
+        cfg = {"configurable": {"thread_id": thread}}
+        listed = [tup(t) for t in saver.list(cfg)]
+        out.append(listed)
+        out.append([tup(t) for t in saver.list(cfg, limit=3)])
+        out.append(
+            [
+                tup(t)
+                for t in saver.list(
+                    {"configurable": {**cfg["configurable"], "checkpoint_ns": ""}}, limit=4
+                )
+            ]
+        )
+        if len(listed) > 2:
+            before = listed[2][0]
+            out.append([tup(t) for t in saver.list(cfg, before=before)])
+            one = saver.get_tuple(listed[1][0])
+            out.append(None if one is None else tup(one))
+            history = saver.get_delta_channel_history(config=listed[0][0], channels=["messages"])
+            out.append(repr(history))
+    return out
+
+
+def build_threads(saver: PostgresSaver) -> list[str]:
+    """Threads of the kinds users run: a research chat (subgraphs, DeltaChannels, interrupts), a
+    delta chat, an approval left interrupted; ids that hash to both workers."""
+    from graphs import approval, delta_chat, research_chat
+    from langgraph.types import Command
+
+    research = research_chat().compile(checkpointer=saver)
+    chat = delta_chat().compile(checkpointer=saver)
+    ask = approval().compile(checkpointer=saver)
+    threads = []
+    for n in range(3):
+        t = f"research-{n}"
+        for i in range(5 + n):
+            cfg = {"configurable": {"thread_id": t}, "run_id": uuid.UUID(int=100 * n + i)}
+            out = research.invoke({"messages": [f"hi{i}"]}, cfg)
+            if "__interrupt__" in out:
+                research.invoke(Command(resume=f"ok{i}"), {"configurable": {"thread_id": t}})
+        threads.append(t)
+        t = f"chat-{n}"
+        for i in range(7):
+            chat.invoke({"messages": [f"m{i}"], "turns": i}, {"configurable": {"thread_id": t}})
+        threads.append(t)
+    ask.invoke({"request": "x"}, {"configurable": {"thread_id": "ask"}})
+    threads.append("ask")
+    return threads
+
+
+def test_citus_answers_as_one_server_does(citus_dsn: str, db_dsn: str) -> None:
+    """The same rows on one server and on the cluster: every read the same, then every lifecycle
+    job the same report and the same rows left."""
+    with PostgresSaver.from_conn_string(db_dsn) as one:
+        threads = build_threads(one)
+    with PostgresSaver.from_conn_string(citus_dsn) as cluster:
+        cluster.setup()
+    copy_rows(db_dsn, citus_dsn)
+    assert rows_of(citus_dsn) == rows_of(db_dsn)
+    with (
+        PostgresSaver.from_conn_string(db_dsn) as one,
+        PostgresSaver.from_conn_string(citus_dsn) as cluster,
+    ):
+        assert answers(cluster, threads) == answers(one, threads)
+
+        def outcome(job: Any, saver: PostgresSaver) -> Any:
+            try:
+                return job(saver)
+            except PgSaverError as exc:
+                return (type(exc), str(exc))
+
+        def same(job: Any) -> None:
+            a, b = outcome(job, one), outcome(job, cluster)
+            if isinstance(a, tuple):
+                assert b == a
+            else:
+                # on Citus a batch holds one thread's checkpoints: as many batches or more; the
+                # bytes are the rows' sizes read before they are deleted (as a dry run reads
+                # them), a few bytes from what a DELETE's RETURNING counts on one server
+                assert b.batches >= a.batches
+                assert abs(b.bytes - a.bytes) <= max(16, a.bytes // 500), (b.bytes, a.bytes)
+                assert dataclasses.replace(b, batches=a.batches, bytes=a.bytes) == a
+            assert rows_of(citus_dsn) == rows_of(db_dsn)
+
+        same(lambda s: s.prune(["chat-0", "nope"], dry_run=True))
+        same(lambda s: s.retention(keep_last=2, dry_run=True))
+        same(lambda s: s.copy_thread("research-1", "copy-1"))
+        same(lambda s: s.prune(["chat-0", "research-0", "nope"]))
+        same(lambda s: s.retention(keep_last=2, thread_batch=2, batch=3))
+        same(lambda s: s.prune(["chat-1"], strategy="delete"))
+        same(lambda s: s.retention(idle_for=timedelta(0), thread_ids=["chat-2", "ask", "x"]))
+        threads.append("copy-1")
+        assert answers(cluster, threads) == answers(one, threads)

@@ -200,6 +200,37 @@ def keys_params(keys: Sequence[tuple[str, str, str]]) -> Params:
     }
 
 
+def keys_by_thread(keys: Sequence[tuple[str, str, str]]) -> list[Params]:
+    """Checkpoint keys grouped by thread (in order of first appearance), each group as the
+    parameters of read_tuples_keys' Citus form (one statement per thread)."""
+    groups: dict[str, list[tuple[str, str, str]]] = {}
+    for key in keys:
+        groups.setdefault(key[0], []).append(key)
+    return [
+        {
+            "thread_id": thread,
+            "checkpoint_nss": [k[1] for k in group],
+            "checkpoint_ids": [k[2] for k in group],
+        }
+        for thread, group in groups.items()
+    ]
+
+
+def merged_rows(parts: Sequence[Sequence[Sequence[Any]]]) -> list[Sequence[Any]]:
+    """The rows of several read_tuples statements (one per thread) as one statement's rows:
+    values and writes first (each part's in its order), then the checkpoints in list order (id
+    descending, then thread and namespace)."""
+    heads = [r for part in parts for r in part if r[ReadHead.KIND] == 2]
+    heads.sort(key=lambda r: (r[ReadHead.THREAD_ID], r[ReadHead.CHECKPOINT_NS]))
+    heads.sort(key=lambda r: r[ReadHead.CHECKPOINT_ID], reverse=True)
+    return [r for part in parts for r in part if r[ReadHead.KIND] != 2] + heads
+
+
+def key_of(row: Sequence[Any]) -> tuple[str, str, str]:
+    """The key (thread, namespace, id) of a list_keys row."""
+    return (row[KeyRow.THREAD_ID], row[KeyRow.CHECKPOINT_NS], row[KeyRow.CHECKPOINT_ID])
+
+
 # --------------------------------------------------------------------------- rows → tuples
 
 #: a pending write as read_rows_to_tuples keeps it: task, channel, type, value, idx, task path

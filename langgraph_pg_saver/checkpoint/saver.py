@@ -281,9 +281,17 @@ class PostgresSaver(PoolOwner, SaverBase):
         the key to read the next page after (None when this one was the last)."""
         page = _reading.page_select(sel, after)
         plan = sel.filter
-        if plan is None or plan.exact:
+        if (plan is None or plan.exact) and self._q.citus and "thread" not in page.predicates:
+            # Citus, across threads: the page's keys first, then each thread's checkpoints
+            rows = self._driver.fetch_all(self._q.list_keys(page.predicates), page.params)
+            read = self._read_keys([_reading.key_of(r) for r in rows])
+            found: Sequence[CheckpointTuple] = [*_reading.read_rows_to_tuples(self.serde, read)]
+            seen, name = len(rows), "list_keys"
+            if plan is not None:
+                found = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
+        elif plan is None or plan.exact:
             rows = self._driver.fetch_all(self._q.read_tuples(page.predicates), page.params)
-            found: Sequence[CheckpointTuple] = [*_reading.read_rows_to_tuples(self.serde, rows)]
+            found = [*_reading.read_rows_to_tuples(self.serde, rows)]
             seen, name = len(found), "read_tuples"
             if plan is not None:
                 found = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
@@ -293,9 +301,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             keys = _reading.matching_keys(self.serde, plan, rows, None)
             found = []
             if keys:
-                read = self._driver.fetch_all(
-                    self._q["read_tuples_keys"], _reading.keys_params(keys)
-                )
+                read = self._read_keys(keys)
                 found = [
                     t
                     for t in _reading.read_rows_to_tuples(self.serde, read)
@@ -324,9 +330,7 @@ class PostgresSaver(PoolOwner, SaverBase):
                 seen = len(rows)
                 keys = _reading.matching_keys(self.serde, plan, rows, want)
                 if keys:
-                    rows = self._driver.fetch_all(
-                        self._q["read_tuples_keys"], _reading.keys_params(keys)
-                    )
+                    rows = self._read_keys(keys)
                     found = [*_reading.read_rows_to_tuples(self.serde, rows)]
             matched = [t for t in found if _metadata.matches(plan.filter, t.metadata)]
             if want is None or len(matched) >= want or seen < fetch:
@@ -342,6 +346,11 @@ class PostgresSaver(PoolOwner, SaverBase):
         limit of them pass, every match if there are fewer than 5,000 (``*_capped``); only when
         there are more (or none) does the statement over the whole table run, planned for this
         filter (docs/design.md, section 10)."""
+        if name == "read_tuples" and self._q.citus and "thread" not in predicates:
+            # Citus, across threads: the keys first (fanned out to the shards, merged by the
+            # coordinator), then each thread's checkpoints on its worker
+            keys = self._select("list_keys", predicates, params)
+            return self._read_keys([_reading.key_of(r) for r in keys])
         limit = params["limit"]
         if limit is not None:
             recent = self._q.recent(name, predicates, limit)
@@ -357,6 +366,17 @@ class PostgresSaver(PoolOwner, SaverBase):
         if name == "read_tuples":
             return self._driver.fetch_all(self._q.read_tuples(predicates, limit), params)
         return self._driver.fetch_all(self._q.list_keys(predicates), params)
+
+    def _read_keys(self, keys: Sequence[tuple[str, str, str]]) -> Sequence[Any]:
+        """read_tuples_keys' rows for checkpoints given by key: one statement; on Citus one per
+        thread (each on its worker), merged as one statement's rows."""
+        if not self._q.citus:
+            return self._driver.fetch_all(self._q["read_tuples_keys"], _reading.keys_params(keys))
+        parts = [
+            self._driver.fetch_all(self._q["read_tuples_keys"], params)
+            for params in _reading.keys_by_thread(keys)
+        ]
+        return _reading.merged_rows(parts)
 
     def _migrate_pending_sends(self, tuples: Sequence[CheckpointTuple]) -> None:
         """Checkpoints of format < 4 read their Send packets from their parent's writes (one more
