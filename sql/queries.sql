@@ -246,6 +246,16 @@ WHERE EXCLUDED.idx < 0
 -- have.
 {_writes_insert}
 
+-- name: put_writes_call
+-- put_writes as a call of migration 0013's function, for a connection that prepares nothing
+-- (behind a pooler; on Citus, which delegates the call to the thread's worker, where the lock
+-- it takes is the one the lifecycle jobs take there). The writes as arrays, whatever their
+-- number; the same rows as put_writes and put_writes_new store.
+SELECT {schema}.pgsaver_put_writes(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text, %(task_id)s::text,
+    %(task_path)s::text, %(run_id)s::text, %(idxs)b::integer[], %(channels)b::text[],
+    %(types)b::text[], %(values)b::bytea[])
+
 -- name: _writes_insert
 -- run_id: the run of the call's config (checkpoint/keys.run_id_of), as put stores it for checkpoints.
 WITH {_guard}
@@ -274,6 +284,21 @@ unnest(%(idxs)b::integer[], %(channels)b::text[], %(types)b::text[],
 -- between two jobs); waits for in-flight put/put_writes on these threads to commit.
 SELECT count(pg_advisory_xact_lock({_lock_class}, h))
 FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest(%(thread_ids)b::text[]) AS t ORDER BY 1) AS k
+
+-- name: citus_lock_thread
+-- On Citus, lock_threads for one thread, %(thread_id)s, exclusive (%(exclusive)s) or shared: a
+-- router statement (the LIMIT 0 read of the thread's shard names the thread's worker, reading
+-- nothing) that takes the lock on that worker, where the puts and put_writes of the thread take
+-- theirs (their calls run there). Held until the lifecycle job's transaction ends. The jobs lock
+-- their threads one statement each, in thread id order: two jobs never wait for each other in a
+-- circle.
+SELECT count(CASE WHEN %(exclusive)s::boolean
+                  THEN pg_advisory_xact_lock({_lock_class}, hashtext(%(thread_id)s::text))::text
+                  ELSE pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s::text))::text
+             END)
+FROM (SELECT 1) AS one
+LEFT JOIN (SELECT 1 FROM {schema}.pgsaver_checkpoints AS c
+           WHERE c.thread_id = %(thread_id)s LIMIT 0) AS t ON true
 
 -- name: lock_copy
 -- copy_thread's first statement: the target's lock exclusive (puts to it and other copies into it
@@ -2031,6 +2056,41 @@ gone_blobs AS (
             AND r.channel = b.channel AND r.version = b.version
       )
     RETURNING pg_column_size(b.*) AS size
+)
+{_runs_result}
+
+-- name: delete_for_runs__citus
+-- On Citus (no STABLE function in a RETURNING clause there): delete_for_runs of one thread,
+-- %(thread_ids)s, its sizes left out (the saver reports delete_for_runs_plan's, read under the
+-- same locks in the same transaction).
+WITH {_runs_doomed},
+allowed AS (
+    SELECT NOT EXISTS (SELECT 1 FROM delta_dependents) AND NOT EXISTS (SELECT 1 FROM entangled) AS ok
+),
+gone_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    USING doomed_writes AS d, allowed
+    WHERE allowed.ok AND w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns
+      AND w.checkpoint_id = d.checkpoint_id AND w.task_id = d.task_id AND w.idx = d.idx
+    RETURNING w.thread_id, 0 AS size
+),
+gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    USING doomed AS d, allowed
+    WHERE allowed.ok AND c.thread_id = d.thread_id AND c.checkpoint_ns = d.checkpoint_ns
+      AND c.checkpoint_id = d.checkpoint_id
+    RETURNING c.thread_id, 0 AS size
+),
+gone_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    USING allowed
+    WHERE allowed.ok AND b.thread_id IN (SELECT thread_id FROM doomed)
+      AND NOT EXISTS (
+          SELECT 1 FROM refs AS r
+          WHERE r.thread_id = b.thread_id AND r.checkpoint_ns = b.checkpoint_ns
+            AND r.channel = b.channel AND r.version = b.version
+      )
+    RETURNING 0 AS size
 )
 {_runs_result}
 

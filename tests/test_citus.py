@@ -34,6 +34,7 @@ FUNCTIONS = (
     "pgsaver_get_tuple",
     "pgsaver_parent_stored",
     "pgsaver_put",
+    "pgsaver_put_writes",
 )
 
 
@@ -318,6 +319,9 @@ def test_citus_answers_as_one_server_does(citus_dsn: str, db_dsn: str) -> None:
         same(lambda s: s.retention(keep_last=2, dry_run=True))
         same(lambda s: s.copy_thread("research-1", "copy-1"))
         same(lambda s: s.prune(["chat-0", "research-0", "nope"]))
+        same(lambda s: s.delete_for_runs([str(uuid.UUID(int=201))]))  # refused: DeltaChannels
+        same(lambda s: s.delete_for_runs([str(uuid.UUID(int=206))], dry_run=True))
+        same(lambda s: s.delete_for_runs([str(uuid.UUID(int=206)), str(uuid.UUID(int=7))]))
         same(lambda s: s.retention(keep_last=2, thread_batch=2, batch=3))
         same(lambda s: s.prune(["chat-1"], strategy="delete"))
         same(lambda s: s.retention(idle_for=timedelta(0), thread_ids=["chat-2", "ask", "x"]))

@@ -119,7 +119,10 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _put_writes_call(self, writes: _writing.Batch) -> Call:
         """What put_writes runs (see :meth:`_put_writes_sql`); its result is not read."""
         query, upsert = self._put_writes_sql(writes)
-        return Call(query, writes.params, NOTHING, upsert)
+        # where nothing is prepared (a pooler; Citus, which runs the call on the thread's
+        # worker), migration 0013's function
+        unprepared = (self._q["put_writes_call"], _writing.write_arrays)
+        return Call(query, writes.params, NOTHING, upsert, unprepared)
 
     def _get_tuple_call(self, sel: _reading.Select) -> Call:
         """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor): the

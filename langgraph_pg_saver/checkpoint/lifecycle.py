@@ -71,8 +71,19 @@ def thread_ids_param(thread_ids: Sequence[str], what: str = "thread_ids") -> lis
 
 
 def locked(q: Queries, ids: list[str], *statements: Stmt) -> tuple[Stmt, ...]:
-    """The statements after the exclusive per-thread locks of ``ids`` (one transaction)."""
+    """The statements after the exclusive per-thread locks of ``ids`` (one transaction); on
+    Citus one lock statement per thread, each run on the thread's worker (citus_lock_thread)."""
+    if q.citus:
+        return (*citus_locks(q, {t: True for t in ids}), *statements)
     return (Stmt(q["lock_threads"], {"thread_ids": ids}), *statements)
+
+
+def citus_locks(q: Queries, threads: dict[str, bool]) -> tuple[Stmt, ...]:
+    """On Citus, the locks of ``threads`` (thread -> exclusive), in thread id order."""
+    return tuple(
+        Stmt(q["citus_lock_thread"], {"thread_id": t, "exclusive": threads[t]})
+        for t in sorted(threads)
+    )
 
 
 def missing_threads(q: Queries, ids: list[str]) -> Steps:
@@ -345,9 +356,10 @@ def copy_thread(
     # the target is locked (concurrent copies into it, or puts to it, wait for this one) and the
     # source shared (its puts go on, its prunes wait); the metadata index merges its pending
     # entries in small steps (no batch waits for a large merge)
-    lock = Stmt(q["lock_copy"], params)
+    # (on Citus each on its thread's worker)
+    locks = citus_locks(q, {dst: True, src: False}) if q.citus else (Stmt(q["lock_copy"], params),)
     gin = Stmt(q["gin_pending_list_small"])
-    yield Step((lock, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    yield Step((*locks, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
     if not counts:
         return Report(missing=[src])
     if not counts["free"]:
@@ -373,6 +385,8 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
         raise InvalidInputError(f"dry_run must be a bool, not {dry_run!r}")
     if not ids:
         return Report(dry_run=dry_run)
+    if q.citus:
+        return (yield from _citus_delete_for_runs(q, ids, dry_run))
     found: list[list[str]] = []
 
     def then(rows: Rows) -> Step | None:
@@ -391,6 +405,11 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
         )
     if not found[0]:
         return Report(dry_run=dry_run, missing=ids)
+    return _runs_report(ids, rows, dry_run)
+
+
+def _runs_report(ids: list[str], rows: Rows, dry_run: bool) -> Report:
+    """delete_for_runs' report from the rows of _runs_result, or its refusal."""
     R = RunsRow
     dependents = [
         (r[R.THREAD_ID], r[R.CHECKPOINT_NS], r[R.CHECKPOINT_ID], r[R.A])
@@ -427,6 +446,59 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
         batches=0 if dry_run else 1,
         missing=list(missing or ()),
     )
+
+
+def _citus_delete_for_runs(q: Queries, ids: list[str], dry_run: bool) -> Steps:
+    """delete_for_runs on Citus, in one transaction as on one server: the runs' threads found
+    (across the shards), then each thread locked on its worker and planned there; only when no
+    thread refuses, each thread's rows deleted (a router statement per thread). The report
+    sums the plans, read under the locks that the deletes then hold."""
+    found: list[list[str]] = []
+    plans: list[Rows] = []
+
+    def threads_found(rows: Rows) -> Step | None:
+        threads = list(rows[0][0] or ())
+        found[:] = [threads]
+        plans.clear()  # a step rerun after a transient error starts again here
+        return plan(threads, 0) if threads else None
+
+    def plan(threads: list[str], i: int) -> Step:
+        t = threads[i]
+        locks = () if dry_run else citus_locks(q, {t: True})
+        statement = Stmt(q["delete_for_runs_plan"], {"run_ids": ids, "thread_ids": [t]})
+
+        def planned(rows: Rows) -> Step | None:
+            plans.append(rows)
+            if i + 1 < len(threads):
+                return plan(threads, i + 1)
+            if dry_run or any(r[RunsRow.KIND] != 0 for p in plans for r in p):
+                return None  # a refusal: nothing is deleted
+            return Step(
+                tuple(
+                    Stmt(q["delete_for_runs"], {"run_ids": ids, "thread_ids": [u]}) for u in threads
+                )
+            )
+
+        return Step((*locks, statement), then=planned)
+
+    yield Step(
+        (Stmt(q["runs_threads"], {"run_ids": ids}),), DEFAULT_LOCK_TIMEOUT, then=threads_found
+    )
+    if not found[0]:
+        return Report(dry_run=dry_run, missing=ids)
+    R = RunsRow
+    merged: list[Any] = [r for p in plans for r in p if r[R.KIND] != 0]
+    heads = [r for p in plans for r in p if r[R.KIND] == 0]
+    total = list(heads[0])
+    for r in heads[1:]:
+        for col in range(R.CHECKPOINTS, R.CHECKPOINTS + 5):
+            total[col] = (total[col] or 0) + (r[col] or 0)
+    # a run id matched nothing when it matched nothing in any of the threads
+    missing = set(ids)
+    for r in heads:
+        missing &= set(r[R.WIDTH - 1] or ())
+    total[R.WIDTH - 1] = sorted(missing)
+    return _runs_report(ids, [tuple(total), *merged], dry_run)
 
 
 # --------------------------------------------------------------------------- encryption

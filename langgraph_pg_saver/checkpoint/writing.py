@@ -100,6 +100,32 @@ def blob_arrays(params: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
+def write_arrays(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``params`` of a put_writes whose writes travel as scalar rows (idx = position), with the
+    same writes as arrays added (what put_writes_call takes); those that sent arrays, as they
+    are."""
+    if "idxs" in params:
+        return params
+    out = dict(params)
+    idxs: list[int] = []
+    channels: list[Any] = []
+    types: list[Any] = []
+    blobs: list[Any] = []
+    for i, (c, t, b) in enumerate(_WRITE_KEYS):
+        if c not in params:
+            break
+        idxs.append(i)
+        channels.append(params[c])
+        types.append(params[t])
+        blob = params[b]
+        blobs.append(None if blob is NULL_BYTEA else blob)
+    out["idxs"] = idxs
+    out["channels"] = channels
+    out["types"] = types
+    out["values"] = blobs
+    return out
+
+
 def with_checkpoint_id(params: Mapping[str, Any]) -> Mapping[str, Any]:
     """get_tuple's ``params`` for get_tuple_call, which always takes a checkpoint id (None: the
     latest)."""
