@@ -1637,6 +1637,27 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
        (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
         ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
 
+-- name: clear_blobs_batch__citus
+-- On Citus (no delete by ctid there): clear_blobs_batch, the picked rows deleted by key.
+WITH picked AS MATERIALIZED (
+    SELECT b.checkpoint_ns, b.channel, b.version
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (b.checkpoint_ns, b.channel, b.version)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3]))
+    ORDER BY b.checkpoint_ns, b.channel, b.version
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(target)s
+      AND (b.checkpoint_ns, b.channel, b.version) IN (SELECT p.checkpoint_ns, p.channel, p.version FROM picked AS p)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
 -- name: clear_writes_batch
 WITH picked AS MATERIALIZED (
     SELECT w.ctid, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
@@ -1656,6 +1677,28 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
        (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
         ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
 
+-- name: clear_writes_batch__citus
+-- On Citus (no delete by ctid there): clear_writes_batch, the picked rows deleted by key.
+WITH picked AS MATERIALIZED (
+    SELECT w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2], (%(after)s::text[])[3],
+                 (%(after)s::text[])[4]::integer))
+    ORDER BY w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(target)s
+      AND (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx) IN (SELECT p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx FROM picked AS p)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id, p.task_id, p.idx::text] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC, p.task_id DESC, p.idx DESC LIMIT 1)
+
 -- name: clear_checkpoints_batch
 WITH picked AS MATERIALIZED (
     SELECT c.ctid, c.checkpoint_ns, c.checkpoint_id
@@ -1668,6 +1711,27 @@ WITH picked AS MATERIALIZED (
     LIMIT %(batch)s
 ), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE ctid = ANY (ARRAY(SELECT p.ctid FROM picked AS p))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[p.checkpoint_ns, p.checkpoint_id] FROM picked AS p
+        ORDER BY p.checkpoint_ns DESC, p.checkpoint_id DESC LIMIT 1)
+
+-- name: clear_checkpoints_batch__citus
+-- On Citus (no delete by ctid there): clear_checkpoints_batch, the picked rows deleted by key.
+WITH picked AS MATERIALIZED (
+    SELECT c.checkpoint_ns, c.checkpoint_id
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(target)s
+      AND (%(after)s::text[] IS NULL
+           OR (c.checkpoint_ns, c.checkpoint_id)
+              > ((%(after)s::text[])[1], (%(after)s::text[])[2]))
+    ORDER BY c.checkpoint_ns, c.checkpoint_id
+    LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(target)s
+      AND (c.checkpoint_ns, c.checkpoint_id) IN (SELECT p.checkpoint_ns, p.checkpoint_id FROM picked AS p)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM picked),

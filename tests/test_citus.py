@@ -318,6 +318,7 @@ def test_citus_answers_as_one_server_does(citus_dsn: str, db_dsn: str) -> None:
         same(lambda s: s.prune(["chat-0", "nope"], dry_run=True))
         same(lambda s: s.retention(keep_last=2, dry_run=True))
         same(lambda s: s.copy_thread("research-1", "copy-1"))
+        same(lambda s: s.copy_thread("chat-2", "copy-1", overwrite=True))
         same(lambda s: s.prune(["chat-0", "research-0", "nope"]))
         same(lambda s: s.delete_for_runs([str(uuid.UUID(int=201))]))  # refused: DeltaChannels
         same(lambda s: s.delete_for_runs([str(uuid.UUID(int=206))], dry_run=True))
@@ -327,3 +328,179 @@ def test_citus_answers_as_one_server_does(citus_dsn: str, db_dsn: str) -> None:
         same(lambda s: s.retention(idle_for=timedelta(0), thread_ids=["chat-2", "ask", "x"]))
         threads.append("copy-1")
         assert answers(cluster, threads) == answers(one, threads)
+
+
+# --------------------------------------------------------------------------- the lock protocol
+
+
+def worker_of(citus_dsn: str, cluster: Any, thread: str) -> str:
+    """The DSN of the worker holding ``thread``'s shard of the checkpoints."""
+    with psycopg.connect(citus_dsn) as conn:
+        row = conn.execute(
+            "SELECT nodename, nodeport FROM citus_shards WHERE table_name = "
+            "'pgsaver_checkpoints'::regclass AND shardid = "
+            "get_shard_id_for_distribution_column('pgsaver_checkpoints', %s::text)",
+            (thread,),
+        ).fetchone()
+    assert row is not None
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    return make_conninfo(
+        citus_dsn, host=row[0], port=str(row[1]), dbname=conninfo_to_dict(citus_dsn)["dbname"]
+    )
+
+
+def waiting_on_advisory(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def eventually(check: Any, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+LOCK_CLASS = 1818718323
+
+
+@pytest.mark.parametrize("job", ["prune", "retention", "delete_for_runs", "copy_thread"])
+def test_a_lifecycle_job_waits_for_a_put_in_flight_on_the_threads_worker(
+    citus_dsn: str, citus_cluster: Any, job: str
+) -> None:
+    """A put or put_writes in flight holds the thread's lock shared where its call runs, on the
+    thread's worker; the job takes it exclusively there, so it waits, and then sees the write."""
+    import threading
+
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+        app = graph(saver)
+        config = {"configurable": {"thread_id": "busy"}, "run_id": uuid.UUID(int=5)}
+        app.invoke({"log": []}, config)
+        app.invoke({"log": []}, {"configurable": {"thread_id": "busy"}})
+        app.invoke({"log": []}, {"configurable": {"thread_id": "source"}})
+        worker = worker_of(citus_dsn, citus_cluster, "busy")
+        # a put in flight on the worker: a transaction holding the thread's lock shared, as
+        # pgsaver_put and pgsaver_put_writes hold it while they write
+        inflight = psycopg.connect(worker)
+        inflight.execute(
+            "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", (LOCK_CLASS, "busy")
+        )
+        runs = {
+            "prune": lambda: saver.prune(["busy"]),
+            "retention": lambda: saver.retention(keep_last=1, thread_ids=["busy"]),
+            "delete_for_runs": lambda: saver.delete_for_runs([str(uuid.UUID(int=5))]),
+            # into the thread: its lock exclusive (the source's shared)
+            "copy_thread": lambda: saver.copy_thread("source", "busy", overwrite=True),
+        }
+        done: list[Any] = []
+        t = threading.Thread(target=lambda: done.append(runs[job]()))
+        t.start()
+        eventually(lambda: waiting_on_advisory(worker) >= 1)
+        assert not done  # still waiting for the put in flight
+        inflight.commit()
+        inflight.close()
+        t.join(60)
+        assert done, "the job never finished"
+
+
+def test_a_put_waits_for_a_lifecycle_batch_on_the_threads_worker(
+    citus_dsn: str, citus_cluster: Any
+) -> None:
+    """The other way round: a lifecycle batch holding the thread's lock (citus_lock_thread, the
+    statement the jobs lock with) makes the thread's puts and put_writes wait on its worker."""
+    import threading
+
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+        app = graph(saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": "held"}})
+        worker = worker_of(citus_dsn, citus_cluster, "held")
+        batch = psycopg.connect(citus_dsn)
+        batch.execute(saver._q["citus_lock_thread"], {"thread_id": "held", "exclusive": True})
+        with psycopg.connect(citus_dsn) as conn:  # not on the coordinator: on the worker
+            held = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND pid <> pg_backend_pid() AND classid::bigint = %s",
+                (LOCK_CLASS & 0xFFFFFFFF,),
+            ).fetchone()
+        assert held == (0,)
+        done: list[Any] = []
+        t = threading.Thread(
+            target=lambda: done.append(
+                app.invoke({"log": ["x"]}, {"configurable": {"thread_id": "held"}})
+            )
+        )
+        t.start()
+        eventually(lambda: waiting_on_advisory(worker) >= 1)
+        assert not done
+        batch.commit()
+        batch.close()
+        t.join(60)
+        assert done and done[0]["log"][-3:] == ["x", "a", "b"]
+
+
+def test_prune_and_retention_racing_writers_lose_nothing(citus_dsn: str) -> None:
+    """Writers run DeltaChannel chats on threads of both workers while prune and retention loop
+    over the same threads; afterwards every checkpoint left reads as the same step of the same
+    chat on InMemorySaver, and each thread's newest is its last turn."""
+    import threading
+
+    from graphs import delta_chat
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    turns, threads = 12, [f"race-{i}" for i in range(4)]
+    reference = delta_chat().compile(checkpointer=InMemorySaver())
+    expected: dict[int, Any] = {}
+    for i in range(turns):
+        reference.invoke({"messages": [f"m{i}"]}, {"configurable": {"thread_id": "ref"}})
+    for state in reference.get_state_history({"configurable": {"thread_id": "ref"}}):
+        expected[state.metadata["step"]] = state.values  # type: ignore[index]
+    with PostgresSaver.from_conn_string(citus_dsn, max_size=8) as saver:
+        saver.setup()
+        app = delta_chat().compile(checkpointer=saver)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def write(thread: str) -> None:
+            try:
+                for i in range(turns):
+                    app.invoke({"messages": [f"m{i}"]}, {"configurable": {"thread_id": thread}})
+            except BaseException as exc:
+                errors.append(exc)
+
+        def lifecycle() -> None:
+            n = 0
+            try:
+                while not stop.is_set():
+                    if n % 2:
+                        saver.prune(threads)
+                    else:
+                        saver.retention(keep_last=2, thread_ids=threads, batch=2)
+                    n += 1
+            except BaseException as exc:
+                errors.append(exc)
+
+        writers = [threading.Thread(target=write, args=(t,)) for t in threads]
+        pruner = threading.Thread(target=lifecycle)
+        pruner.start()
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join(300)
+        stop.set()
+        pruner.join(300)
+        assert not errors, errors
+        for thread in threads:
+            cfg = {"configurable": {"thread_id": thread}}
+            assert app.get_state(cfg).values == expected[max(expected)]
+            left = list(app.get_state_history(cfg))
+            assert left
+            for state in left:
+                assert state.values == expected[state.metadata["step"]], thread  # type: ignore[index]
