@@ -443,7 +443,8 @@ def test_a_put_waits_for_a_lifecycle_batch_on_the_threads_worker(
         batch.commit()
         batch.close()
         t.join(60)
-        assert done and done[0]["log"][-3:] == ["x", "a", "b"]
+        assert done, "the put never finished"
+        assert done[0]["log"][-3:] == ["x", "a", "b"]
 
 
 def test_prune_and_retention_racing_writers_lose_nothing(citus_dsn: str) -> None:
