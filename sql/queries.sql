@@ -22,6 +22,17 @@ guard AS (
     SELECT pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))
 )
 
+-- name: _guard__citus
+-- On Citus: the guard as part of a statement Citus runs whole on the thread's worker (the LIMIT 0
+-- read of the thread's shard names it; a CTE reading no table would run on the coordinator, and
+-- could not carry a void column there), so the lock is the one the lifecycle jobs take there.
+guard AS (
+    SELECT count(pg_advisory_xact_lock_shared({_lock_class}, hashtext(%(thread_id)s))::text) AS n
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT 1 FROM {schema}.pgsaver_checkpoints AS g
+               WHERE g.thread_id = %(thread_id)s LIMIT 0) AS g ON true
+)
+
 -- name: put
 -- Blobs for the channels whose version changed, and the checkpoint row, in one statement; a
 -- checkpoint stored again (a retried put) takes the new row, blobs already stored are kept.
@@ -2328,6 +2339,29 @@ JOIN {schema}.pgsaver_writes AS s
   ON s.thread_id = %(source)s AND s.checkpoint_ns = w.checkpoint_ns
  AND s.checkpoint_id = w.checkpoint_id AND s.task_id = w.task_id AND s.idx = w.idx AND s.blob = w.blob
 WHERE w.thread_id = %(target)s AND w.type LIKE '%%+aead'
+UNION ALL
+SELECT {_reseal_checkpoint_columns}
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id = %(target)s
+
+-- name: copied_sealed_rows__citus
+-- On Citus (the source and the target on different workers: no join of the two): the source's
+-- rows read by an uncorrelated subquery (their keys and a digest of their bytes), which Citus runs
+-- on the source's worker first.
+SELECT {_reseal_blob_columns}
+FROM {schema}.pgsaver_blobs AS b
+WHERE b.thread_id = %(target)s AND b.type LIKE '%%+aead'
+  AND (b.checkpoint_ns, b.channel, b.version, md5(b.blob)) IN (
+      SELECT s.checkpoint_ns, s.channel, s.version, md5(s.blob) FROM {schema}.pgsaver_blobs AS s
+      WHERE s.thread_id = %(source)s AND s.type LIKE '%%+aead')
+UNION ALL
+SELECT {_reseal_write_columns}
+FROM {schema}.pgsaver_writes AS w
+WHERE w.thread_id = %(target)s AND w.type LIKE '%%+aead'
+  AND (w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, md5(w.blob)) IN (
+      SELECT s.checkpoint_ns, s.checkpoint_id, s.task_id, s.idx, md5(s.blob)
+      FROM {schema}.pgsaver_writes AS s
+      WHERE s.thread_id = %(source)s AND s.type LIKE '%%+aead')
 UNION ALL
 SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c

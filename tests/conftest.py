@@ -69,10 +69,24 @@ def template_db(pg_server: Server) -> str:
     return TEMPLATE
 
 
+#: run the database tests on a Citus cluster instead (tests/citus.py): db_dsn and empty_db_dsn
+#: are then fresh databases on it, db_dsn's distributed by setup(). .ci/run runs the conformance
+#: suite, the graph, lifecycle and CLI tests so.
+ON_CITUS = bool(os.environ.get("LANGGRAPH_PG_SAVER_TEST_ON_CITUS"))
+
+
 @pytest.fixture
-def db_dsn(pg_server: Server, template_db: str) -> Iterator[str]:
+def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database with the schema already migrated."""
-    name = _create_db(pg_server, template_db)
+    if ON_CITUS:
+        cluster: citus.Cluster = request.getfixturevalue("citus_cluster")
+        with citus.database(cluster) as dsn:
+            with PostgresSaver.from_conn_string(dsn, max_size=1) as saver:
+                saver.setup()
+            yield dsn
+        return
+    pg_server: Server = request.getfixturevalue("pg_server")
+    name = _create_db(pg_server, request.getfixturevalue("template_db"))
     try:
         yield pg_server.dsn_for(name)
     finally:
@@ -80,8 +94,13 @@ def db_dsn(pg_server: Server, template_db: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def empty_db_dsn(pg_server: Server) -> Iterator[str]:
+def empty_db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database with nothing of ours in it."""
+    if ON_CITUS:
+        with citus.database(request.getfixturevalue("citus_cluster")) as dsn:
+            yield dsn
+        return
+    pg_server: Server = request.getfixturevalue("pg_server")
     name = _create_db(pg_server)
     try:
         yield pg_server.dsn_for(name)
@@ -131,7 +150,7 @@ async def asaver(db_dsn: str) -> AsyncIterator[AsyncPostgresSaver]:
 
 
 @pytest.fixture(scope="session")
-def bouncer(pg_server: Server) -> Iterator[Bouncer]:
+def bouncer(request: pytest.FixtureRequest) -> Iterator[Bouncer]:
     """A transaction-mode PgBouncer in front of the test server (Debian's package; .ci/run
     installs it). Without it the tests that need it skip locally and fail when CI is set."""
     binary = find_pgbouncer()
@@ -142,7 +161,13 @@ def bouncer(pg_server: Server) -> Iterator[Bouncer]:
         pytest.skip(msg)
     # two server connections shared by every client: consecutive transactions of one client
     # land on different server sessions
-    with pgbouncer(binary, pg_server.dsn, server_pool_size=2) as b:
+    # on Citus (ON_CITUS), in front of the coordinator
+    server = (
+        request.getfixturevalue("citus_cluster").dsn
+        if ON_CITUS
+        else request.getfixturevalue("pg_server").dsn
+    )
+    with pgbouncer(binary, server, server_pool_size=2) as b:
         yield b
 
 
