@@ -505,3 +505,39 @@ def test_prune_and_retention_racing_writers_lose_nothing(citus_dsn: str) -> None
             assert left
             for state in left:
                 assert state.values == expected[state.metadata["step"]], thread  # type: ignore[index]
+
+
+def test_hot_operations_take_one_round_trip_on_citus(citus_dsn: str) -> None:
+    """As on one server (test_roundtrips): each hot operation is one statement, counted on the
+    wire; on Citus each is a call the coordinator delegates, or a router statement."""
+    from helpers import checkpoint, config, traced
+
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        saver = PostgresSaver(conn)
+        cp = checkpoint({"a": "x" * 100, "b": [1, 2, 3]})
+        with traced(conn.pgconn) as first:
+            assert saver.get_tuple(config("none")) is None
+        assert first.round_trips == 2  # the connection's first check, then the read
+        counts = {}
+        with traced(conn.pgconn) as t:
+            stored = saver.put(config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"])
+        counts["put"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            saver.put_writes(stored, [("a", 1), ("b", 2), ("__interrupt__", 3)], "task-1", "path")
+        counts["put_writes"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            assert saver.get_tuple(config("t")) is not None
+        counts["get_tuple"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            assert len(list(saver.list(config("t"), limit=5))) == 1
+        counts["list(thread)"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            saver.get_delta_channel_history(config=stored, channels=["a"])
+        counts["delta history"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            saver.delete_thread("t")
+        counts["delete_thread"] = t.round_trips
+        assert counts == dict.fromkeys(counts, 1), counts
+        assert saver.get_tuple(config("t")) is None

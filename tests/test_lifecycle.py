@@ -629,8 +629,8 @@ def test_put_on_a_parent_touched_before_still_works(lock_saver: PostgresSaver, d
     """A parent whose row carries an old locker's or updater's id takes the locking path."""
     saver = lock_saver
     first = saver.put(config("t"), checkpoint({"a": 1}), {}, {"a": 1})
-    with psycopg.connect(db_dsn) as conn:
-        conn.execute("SELECT 1 FROM pgsaver_checkpoints FOR KEY SHARE")
+    with psycopg.connect(db_dsn) as conn:  # the thread's rows (on Citus: its shard's)
+        conn.execute("SELECT 1 FROM pgsaver_checkpoints WHERE thread_id = 't' FOR KEY SHARE")
     assert rows(db_dsn, "SELECT xmax::text <> '0' FROM pgsaver_checkpoints") == [(True,)]
     second = saver.put(first, checkpoint({"a": 2}, {"a": 2}), {}, {"a": 2})
     again = saver.put(first, checkpoint({"a": 3}, {"a": 3}), {}, {"a": 3})  # a sibling: second fork

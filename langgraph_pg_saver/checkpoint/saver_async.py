@@ -278,6 +278,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
+        await self._driver.find_citus()  # the statements' forms for this database
         rows = await self._driver.run(self._get_tuple_call(_reading.get_tuple_select(config)))
         tup = _reading.get_tuple_rows_to_tuple(self.serde, rows)
         if tup is not None:
@@ -451,6 +452,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
+        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put")
         put = _writing.put_params(
             self.serde,
@@ -479,6 +481,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
+        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put_writes")
         built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None

@@ -318,11 +318,11 @@ class Driver:
         if switched:
             conn.set_autocommit(True)
         try:
-            if conn.info.transaction_status == IDLE:
-                if needs_first_check(conn, query):
-                    self._check_pooler(conn)
-                if self.state.citus is None:
-                    self._find_citus(conn)
+            if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
+                self._check_pooler(conn)
+            if self.state.citus is None:
+                # a catalog read, harmless inside the caller's transaction too
+                self._find_citus(conn)
             if self.state.citus:
                 conn.prepare_threshold = None
             with conn.cursor(binary=True, row_factory=tuple_row) as cur:
@@ -371,7 +371,7 @@ class Driver:
     def find_citus(self) -> bool:
         """``State.citus``, asked of the server if not known yet (a statement rendered before
         any connection was made: the savers' lists and lifecycle jobs ask first)."""
-        if self.state.citus is None and not self.in_caller_transaction():
+        if self.state.citus is None:
             with self.connection() as conn, self.cursor_on(conn):
                 pass
         return self.state.citus is True

@@ -362,11 +362,11 @@ class AsyncDriver:
         if switched:
             await conn.set_autocommit(True)
         try:
-            if conn.info.transaction_status == IDLE:
-                if needs_first_check(conn, query):
-                    await self._check_pooler(conn)
-                if self.state.citus is None:
-                    await self._find_citus(conn)
+            if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
+                await self._check_pooler(conn)
+            if self.state.citus is None:
+                # a catalog read, harmless inside the caller's transaction too
+                await self._find_citus(conn)
             if self.state.citus:
                 conn.prepare_threshold = None
             async with conn.cursor(binary=True, row_factory=tuple_row) as cur:
@@ -415,7 +415,7 @@ class AsyncDriver:
     async def find_citus(self) -> bool:
         """``State.citus``, asked of the server if not known yet (a statement rendered before
         any connection was made: the savers' lists and lifecycle jobs ask first)."""
-        if self.state.citus is None and not self.in_caller_transaction():
+        if self.state.citus is None:
             async with self.connection() as conn, self.cursor_on(conn):
                 pass
         return self.state.citus is True
