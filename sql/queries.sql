@@ -481,6 +481,8 @@ FROM (
     LIMIT {walk}
 ) AS c
 WHERE {where}
+-- list()'s total order (ids that tie, as copies of a thread have them, by thread and namespace)
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT (SELECT %(limit)s::bigint)
 
 -- name: _recent__citus
@@ -494,6 +496,8 @@ FROM (
     LIMIT {walk}
 ) AS c
 WHERE {where}
+-- list()'s total order (ids that tie, as copies of a thread have them, by thread and namespace)
+ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns
 LIMIT %(limit)s::bigint
 
 -- name: read_tuples_capped
@@ -511,7 +515,7 @@ WITH m AS MATERIALIZED (
 ), k AS MATERIALIZED (
     SELECT m.thread_id, m.checkpoint_ns, m.checkpoint_id FROM m
     WHERE (SELECT count(*) FROM m) < 5000
-    ORDER BY m.checkpoint_id DESC
+    ORDER BY m.checkpoint_id DESC, m.thread_id, m.checkpoint_ns
     LIMIT %(limit)s::bigint
 ), {_read_body}
 
@@ -525,7 +529,7 @@ WITH m AS MATERIALIZED (
 )
 SELECT m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.metadata, m.metadata_exact FROM m
 WHERE (SELECT count(*) FROM m) < 5000
-ORDER BY m.checkpoint_id DESC
+ORDER BY m.checkpoint_id DESC, m.thread_id, m.checkpoint_ns
 LIMIT %(limit)s::bigint
 
 -- name: read_tuples_global

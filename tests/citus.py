@@ -86,6 +86,57 @@ class Cluster:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@contextlib.contextmanager
+def extra_worker(dbname: str) -> Iterator[tuple[str, int]]:
+    """A new, empty Postgres with citus (a worker to add: the rebalance test), on a free port,
+    with ``dbname`` and the citus extension in it; stopped and removed afterwards. Its
+    host and port."""
+    import shutil
+    import socket
+    import tempfile
+
+    pgbin = next(Path("/usr/lib/postgresql").glob("*/bin/initdb")).parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = tempfile.mkdtemp(prefix="lgps-citus-worker-")
+    data = f"{base}/data"
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_pg:
+        shutil.chown(base, "postgres")
+    subprocess.run(
+        [*as_pg, str(pgbin / "initdb"), "-D", data, "-U", "postgres", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    with open(f"{data}/postgresql.conf", "a") as conf:
+        conf.write(
+            f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = "
+            f"'{base}'\nshared_preload_libraries = 'citus'\nwal_level = logical\n"
+            "max_connections = 100\n"
+        )
+    subprocess.run(
+        [*as_pg, str(pgbin / "pg_ctl"), "-D", data, "-l", f"{base}/log", "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+        with psycopg.connect(make_conninfo(dsn, dbname=dbname), autocommit=True) as conn:
+            conn.execute("SET client_min_messages = warning")
+            conn.execute("CREATE EXTENSION citus")
+        yield "127.0.0.1", port
+    finally:
+        subprocess.run(
+            [*as_pg, str(pgbin / "pg_ctl"), "-D", data, "-m", "immediate", "stop"],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _scripts() -> Path | None:
     given = os.environ.get(ENV_SCRIPTS)
     for folder in ([Path(given)] if given else []) + [_REPO.parent / "shared" / "citus"]:

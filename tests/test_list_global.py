@@ -353,3 +353,27 @@ def test_migration_8_keeps_an_index_built_concurrently_and_rebuilds_an_invalid_o
     assert rebuilt[1]
     assert rebuilt[0] != built[0]
     assert (8,) in applied
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_limit_that_falls_among_copies_sharing_ids_gives_the_first_of_the_whole_order(
+    saver: PostgresSaver, filtered: bool
+) -> None:
+    """Copies of a thread share its checkpoint ids: list() orders those ties by thread and
+    namespace. A limit that cuts through them gives the first of that order, as the list without
+    a limit does (each phase: the walk, the capped and the global statement)."""
+    parent = None
+    for step in range(6):
+        cp = checkpoint({"a": step}, {"a": step + 1})
+        cfg = parent or config("orig")
+        parent = saver.put(cfg, cp, {"source": "loop", "step": step}, cp["channel_versions"])
+    for copy in ("zz-copy", "aa-copy", "mm-copy"):
+        saver.copy_thread("orig", copy)
+    flt = {"source": "loop"} if filtered else None
+    whole = [t.config["configurable"] for t in saver.list(None, filter=flt)]
+    assert len(whole) == 24
+    # every id four times, its threads in order
+    assert [c["thread_id"] for c in whole[:4]] == ["aa-copy", "mm-copy", "orig", "zz-copy"]
+    for limit in (1, 2, 3, 5, 6, 7, 10, 23):
+        got = [t.config["configurable"] for t in saver.list(None, filter=flt, limit=limit)]
+        assert got == whole[:limit], limit
