@@ -899,8 +899,8 @@ ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports
 -- Our functions Citus runs where the thread's rows are: each of the schema's functions with a
 -- p_thread argument (migrations 0004, 0006, 0007, 0011, 0012 and later).
 SELECT p.oid, p.oid::regprocedure::text AS signature FROM pg_proc AS p
-WHERE p.pronamespace = '{schema}'::regnamespace AND p.proname LIKE 'pgsaver\_%'
-  AND p.proname NOT LIKE 'pgsaver\_store\_%' AND 'p_thread' = ANY (p.proargnames)
+WHERE p.pronamespace = '{schema}'::regnamespace AND starts_with(p.proname, 'pgsaver_')
+  AND NOT starts_with(p.proname, 'pgsaver_store_') AND 'p_thread' = ANY (p.proargnames)
 
 -- name: citus_missing
 -- Only where citus is installed: what of the schema is not yet distributed as setup() would
@@ -931,7 +931,7 @@ SELECT 'table' AS kind, c.relname::text AS name, coalesce(t.citus_table_type, 'l
 FROM pg_class AS c
 LEFT JOIN citus_tables AS t ON t.table_name = c.oid
 WHERE c.relnamespace = '{schema}'::regnamespace AND c.relkind IN ('r', 'p')
-  AND c.relname LIKE 'pgsaver\_%'
+  AND starts_with(c.relname, 'pgsaver_')
 UNION ALL
 SELECT 'function', f.signature,
        CASE WHEN o.distribution_argument_index IS NULL THEN 'local' ELSE 'distributed' END,
@@ -951,12 +951,17 @@ DECLARE
     held boolean;
     r record;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN;  -- one server (setup --sql's script runs this everywhere): nothing to do
+    END IF;
     -- one connection per node for the whole transaction: distributing a function after a table
     -- in one transaction needs it
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition AS d
                    WHERE d.logicalrelid = '{schema}.pgsaver_migrations'::regclass) THEN
         PERFORM create_reference_table('{schema}.pgsaver_migrations');
+        -- its rows were copied to every node: no copy left on the coordinator's own table
+        PERFORM truncate_local_data_after_distributing_table('{schema}.pgsaver_migrations');
     END IF;
     FOR r IN SELECT t.name, t.n FROM unnest({_citus_tables}) WITH ORDINALITY AS t (name, n)
              ORDER BY t.n LOOP

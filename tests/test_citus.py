@@ -87,6 +87,11 @@ def test_setup_distributes_the_schema(citus_dsn: str) -> None:
         assert groups == (1,)
         saver.setup()  # again: nothing to do
         saver.setup(check=True)
+        from langgraph_pg_saver.ops import doctor
+
+        checks = {c.check: c for c in doctor(saver).checks}
+        assert checks["citus"].status == "OK"
+        assert "pgsaver_checkpoints distributed by thread_id" in checks["citus"].detail
 
 
 def test_check_names_what_is_not_distributed_and_setup_moves_the_rows(citus_dsn: str) -> None:
@@ -96,6 +101,9 @@ def test_check_names_what_is_not_distributed_and_setup_moves_the_rows(citus_dsn:
         with psycopg.connect(citus_dsn) as conn:
             assert conn.execute("SELECT count(*) FROM citus_tables").fetchone() == (0,)
         graph(saver).invoke({"log": []}, config)
+        from langgraph_pg_saver.ops import doctor
+
+        assert {c.check: c.status for c in doctor(saver).checks}["citus"] == "FAIL"
         with pytest.raises(SchemaNotDistributedError) as info:
             saver.setup(check=True)
         assert "pgsaver_checkpoints" in info.value.missing
@@ -621,3 +629,31 @@ def test_a_worker_added_and_the_shards_rebalanced_while_graphs_run_loses_nothing
             assert app.get_state({"configurable": {"thread_id": t}}).values == expected, t
             history = list(app.get_state_history({"configurable": {"thread_id": t}}))
             assert len(history) == steps, t
+
+
+def test_setup_sql_distributes_on_citus_and_changes_nothing_more_on_one_server(
+    citus_dsn: str, empty_db_dsn: str
+) -> None:
+    """`langgraph-pg-saver setup --sql` (db/migrate.script): on a Citus database the script
+    leaves the schema distributed as setup() does; on one server the same script is the
+    migrations alone."""
+    from langgraph_pg_saver.db import migrate
+
+    script = migrate.script("public")
+    for dsn in (citus_dsn, empty_db_dsn):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(script.encode())
+        with PostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup(check=True)
+    with PostgresSaver.from_conn_string(citus_dsn) as saver:
+        found = placement(citus_dsn, saver)
+        assert found["pgsaver_checkpoints"][:2] == ("distributed", "thread_id")
+        assert found["pgsaver_migrations"][0] == "reference"
+    with psycopg.connect(citus_dsn) as conn:  # nothing left in the coordinator's own tables
+        left = conn.execute(
+            "SELECT sum(pg_relation_size(to_regclass(t))) FROM unnest(%s::text[]) AS t",
+            ([*DISTRIBUTED, "pgsaver_migrations"],),
+        ).fetchone()
+    assert left == (0,)
+    assert "CREATE EXTENSION" not in migrate.script("public", distribute=False)
+    assert "create_distributed_table" not in migrate.script("public", distribute=False)

@@ -34,9 +34,14 @@ from langgraph_pg_saver.ops.reports import human_bytes
     show_default=True,
     help="With --sql: only migrations after this version.",
 )
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Leave the tables undistributed on a Citus database (setup(distribute=False)).",
+)
 @json_option
 @pass_ctx
-def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> None:
+def setup(c: Ctx, check: bool, print_sql: bool, after: int, local: bool, as_json: bool) -> None:
     """Apply the schema's migrations (safe from many workers at once)."""
     if print_sql:
         if check or as_json:
@@ -46,7 +51,7 @@ def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> No
         except InvalidSchemaNameError as exc:
             raise click.BadParameter(str(exc), param_hint="--schema") from None
         try:
-            click.echo(_migrate.script(c.schema, after=after), nl=False)
+            click.echo(_migrate.script(c.schema, after=after, distribute=not local), nl=False)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--from") from None
         return
@@ -55,7 +60,7 @@ def setup(c: Ctx, check: bool, print_sql: bool, after: int, as_json: bool) -> No
     head = _migrate.head()
     try:
         with c.saver(check=False) as saver:
-            saver.setup(check=check)
+            saver.setup(check=check, distribute=False if local else None)
     except SchemaOutdatedError as exc:
         if as_json:
             emit_json(

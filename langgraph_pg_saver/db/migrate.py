@@ -65,10 +65,12 @@ def check(schema: str, applied: Mapping[int, bool] | None) -> None:
         raise SchemaOutdatedError(schema, sorted(applied or {}), [m.version for m in todo])
 
 
-def script(schema: str, *, after: int = 0) -> str:
+def script(schema: str, *, after: int = 0, distribute: bool = True) -> str:
     """The SQL of ``setup()`` as one script for a DBA or a migration tool (``langgraph-pg-saver
     setup --sql``): the migrations after ``after`` (0: from an empty database), each recorded as
-    setup() records it, in one transaction under setup()'s lock. No connection is made."""
+    setup() records it, in one transaction under setup()'s lock; then, with ``distribute``, the
+    step that distributes the schema where the database has the citus extension (a no-op
+    elsewhere: setup()'s default). No connection is made."""
     from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for(schema)
@@ -92,5 +94,8 @@ def script(schema: str, *, after: int = 0) -> str:
             f"INSERT INTO {table} (version, name, additive) VALUES ({mig.version}, "
             f"'{mig.name}', {'true' if mig.additive else 'false'}) ON CONFLICT (version) DO NOTHING;"
         )
+    if distribute:
+        parts.append("\n-- Citus: distribute the schema where the citus extension is installed")
+        parts.append(q["citus_distribute"].decode().strip() + ";")
     parts.append("COMMIT;")
     return "\n".join(parts) + "\n"

@@ -182,7 +182,12 @@ def _citus_check(doc: DoctorReport, driver: Driver) -> None:
             "langgraph-pg-saver setup (distributes them; docs/scaling.md)",
         )
     else:
-        doc.add("citus", "OK", f"{tables}; {functions} functions distributed by p_thread")
+        doc.add(
+            "citus",
+            "OK",
+            f"{tables}; {functions} functions distributed by p_thread; nothing is prepared on "
+            "Citus (the savers send the calls and router statements it runs on a thread's worker)",
+        )
 
 
 def _table_checks(
