@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench profile sql
+.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench bench-citus profile sql
 
 install: $(STAMP)
 
@@ -52,6 +52,9 @@ clean:
 bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick")
 	$(PY) -m benchmarks.bench $(ARGS)
 	$(PY) -m benchmarks.store_bench $(STORE_ARGS)
+
+bench-citus: install  ## the hot operations on a Citus cluster against one server (benchmarks/citus_bench.py; needs ../shared/citus built, or LANGGRAPH_PG_SAVER_TEST_CITUS_DSN)
+	$(PY) -m benchmarks.citus_bench $(CITUS_ARGS)
 
 profile: install  ## where each hot operation's time goes, per call, both savers and the floor (docs/performance.md); ARGS="--pooler --calls 400"
 	$(PY) -m benchmarks.profile $(ARGS)
