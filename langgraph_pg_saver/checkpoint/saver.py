@@ -101,6 +101,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             statement_timeout=statement_timeout,
             read_only=read_only,
         )
+        self._driver.finds_citus = True  # its statements have Citus forms (docs/scaling.md)
 
     @property
     def _pool(self) -> ConnectionPool[Any] | None:
@@ -395,8 +396,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
-        self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put")
+        self._driver.find_citus()  # the statements' forms for this database
         put = _writing.put_params(
             self.serde,
             config,
@@ -424,8 +425,8 @@ class PostgresSaver(PoolOwner, SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
-        self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put_writes")
+        self._driver.find_citus()  # the statements' forms for this database
         built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )

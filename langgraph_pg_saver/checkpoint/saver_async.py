@@ -144,6 +144,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             statement_timeout=statement_timeout,
             read_only=read_only,
         )
+        self._driver.finds_citus = True  # its statements have Citus forms (docs/scaling.md)
 
     # [async-only]
     @property
@@ -452,8 +453,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the values of the channels in ``new_versions`` (one statement)."""
-        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put")
+        await self._driver.find_citus()  # the statements' forms for this database
         put = _writing.put_params(
             self.serde,
             config,
@@ -481,8 +482,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         task_path: str = "",
     ) -> None:
         """Store a task's writes for the checkpoint of ``config`` (one statement)."""
-        await self._driver.find_citus()  # the statements' forms for this database
         self._driver.refuse_write("put_writes")
+        await self._driver.find_citus()  # the statements' forms for this database
         built = _writing.put_writes_params(
             self.serde, config, writes, task_id, task_path, compress=self._compression is not None
         )

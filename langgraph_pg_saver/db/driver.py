@@ -120,6 +120,9 @@ class Driver:
             raise TypeError(f"read_only must be True or False, not {read_only!r}")
         self.read_only = read_only
         self.q = q
+        #: whether the driver finds out if the database has citus (State.citus) at its first
+        #: connection: the savers' statements have Citus forms (the store's have none)
+        self.finds_citus = False
         self.owner = owner
         self.retry = retry
         self.statement_timeout = statement_timeout
@@ -320,7 +323,7 @@ class Driver:
         try:
             if conn.info.transaction_status == IDLE and needs_first_check(conn, query):
                 self._check_pooler(conn)
-            if self.state.citus is None:
+            if self.finds_citus and self.state.citus is None:
                 # a catalog read, harmless inside the caller's transaction too
                 self._find_citus(conn)
             if self.state.citus:
@@ -371,7 +374,7 @@ class Driver:
     def find_citus(self) -> bool:
         """``State.citus``, asked of the server if not known yet (a statement rendered before
         any connection was made: the savers' lists and lifecycle jobs ask first)."""
-        if self.state.citus is None:
+        if self.finds_citus and self.state.citus is None:
             with self.connection() as conn, self.cursor_on(conn):
                 pass
         return self.state.citus is True
