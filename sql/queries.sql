@@ -986,6 +986,35 @@ BEGIN
 END
 $citus$
 
+-- name: citus_shard_options
+-- After citus_distribute has committed (the shards of a table distributed in a transaction are
+-- not visible to the connections run_command_on_shards opens): migration 0003's estimate of the
+-- writes' checkpoint_id, which Citus neither copies to the shards nor lets ALTER TABLE set on a
+-- distributed table, set on each shard of pgsaver_writes (a no-op without citus; run again, it
+-- changes nothing). A shard it could not reach is a warning: the estimate helps plans, it is not
+-- needed for correct answers.
+DO $citus$
+DECLARE
+    failed text[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_dist_partition
+               WHERE logicalrelid = '{schema}.pgsaver_writes'::regclass) THEN
+        SELECT array_agg(x.result) INTO failed
+        FROM run_command_on_shards('{schema}.pgsaver_writes',
+                                   'ALTER TABLE %s ALTER COLUMN checkpoint_id SET (n_distinct = -0.1)')
+            AS x
+        WHERE NOT x.success;
+        IF failed IS NOT NULL THEN
+            RAISE WARNING 'the writes'' estimate (migration 0003) is not set on % shards: %',
+                cardinality(failed), failed[1];
+        END IF;
+    END IF;
+END
+$citus$
+
 -- ============================================================================ DeltaChannel history
 
 -- name: delta_history

@@ -196,6 +196,9 @@ def _distribute(driver: Driver, *, check: bool, required: bool) -> None:
             logger.info("distributing schema %s on Citus: %s", q.schema, ", ".join(missing))
             with conn.cursor(binary=False) as ddl:
                 ddl.execute(q["citus_distribute"], prepare=False)
+        # the shards made above are visible to other connections only now
+        with conn.cursor(binary=False) as ddl:
+            ddl.execute(q["citus_shard_options"], prepare=False)
 
 
 def _read_applied(cur: Cursor[TupleRow], q: Queries) -> dict[int, bool] | None:

@@ -207,6 +207,9 @@ async def _distribute(driver: AsyncDriver, *, check: bool, required: bool) -> No
             logger.info("distributing schema %s on Citus: %s", q.schema, ", ".join(missing))
             async with conn.cursor(binary=False) as ddl:
                 await ddl.execute(q["citus_distribute"], prepare=False)
+        # the shards made above are visible to other connections only now
+        async with conn.cursor(binary=False) as ddl:
+            await ddl.execute(q["citus_shard_options"], prepare=False)
 
 
 async def _read_applied(cur: AsyncCursor[TupleRow], q: Queries) -> dict[int, bool] | None:
