@@ -2443,10 +2443,12 @@ SELECT (SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS 
 -- name: reencrypt_blobs
 -- One batch of reencrypt: the next blobs (after the key given, in primary-key order) not sealed
 -- with the current key (%(header)b starts each of its ciphertexts), or all with %(full)s, locked
--- until the batch commits (NO KEY UPDATE: a put's parent check still goes through).
+-- until the batch commits (NO KEY UPDATE: a put's parent check still goes through). On Citus a
+-- thread at a time (%(thread_ids)s, one thread): Citus locks rows only in a statement it runs on
+-- one worker.
 SELECT {_reseal_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
-WHERE {_reencrypt_blob_due}
+WHERE {_reencrypt_blob_due} {_on_threads_b}
   AND (%(first)s OR (b.thread_id, b.checkpoint_ns, b.channel, b.version) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s))
 ORDER BY b.thread_id, b.checkpoint_ns, b.channel, b.version
 LIMIT %(limit)s
@@ -2456,7 +2458,7 @@ FOR NO KEY UPDATE
 -- reencrypt_blobs for pending writes.
 SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
-WHERE {_reencrypt_write_due}
+WHERE {_reencrypt_write_due} {_on_threads_w}
   AND (%(first)s OR (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
                     > (%(k1)s, %(k2)s, %(k3)s, %(k4)s, %(k5)s::integer))
 ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx
@@ -2468,21 +2470,39 @@ FOR NO KEY UPDATE
 -- the KeyringSerializer), and metadata in clear with keys outside plaintext_metadata.
 SELECT {_reseal_checkpoint_columns}
 FROM {schema}.pgsaver_checkpoints AS c
-WHERE {_reencrypt_checkpoint_due}
+WHERE {_reencrypt_checkpoint_due} {_on_threads_c}
   AND (%(first)s OR (c.thread_id, c.checkpoint_ns, c.checkpoint_id) > (%(k1)s, %(k2)s, %(k3)s))
 ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
 LIMIT %(limit)s
 FOR NO KEY UPDATE
 
+-- name: reencrypt_threads
+-- reencrypt's walk on Citus, where it seals a thread at a time: the next %(limit)s threads after
+-- %(after)s holding rows in any of the three tables (a value of a thread left without checkpoints
+-- is sealed again too, as on one server), each table's first ones merged by the coordinator.
+SELECT x.thread_id FROM (
+    (SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+     WHERE c.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+    UNION
+    (SELECT DISTINCT w.thread_id FROM {schema}.pgsaver_writes AS w
+     WHERE w.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+    UNION
+    (SELECT DISTINCT b.thread_id FROM {schema}.pgsaver_blobs AS b
+     WHERE b.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+) AS x
+ORDER BY 1
+LIMIT %(limit)s
+
 -- name: reseal
 -- The values sealed again (_lifecycle.reseal_params), by primary key; the counts of rows changed.
+-- On Citus one thread's rows (%(thread_ids)s, the thread the batch read), run on its worker.
 WITH ub AS (
     UPDATE {schema}.pgsaver_blobs AS b SET type = u.type, blob = u.blob
     FROM unnest(%(b_threads)b::text[], %(b_nss)b::text[], %(b_channels)b::text[],
                 %(b_versions)b::text[], %(b_types)b::text[], %(b_blobs)b::bytea[])
         AS u(thread_id, checkpoint_ns, channel, version, type, blob)
     WHERE b.thread_id = u.thread_id AND b.checkpoint_ns = u.checkpoint_ns
-      AND b.channel = u.channel AND b.version = u.version
+      AND b.channel = u.channel AND b.version = u.version {_on_threads_b}
     RETURNING 1
 ), uw AS (
     UPDATE {schema}.pgsaver_writes AS w SET type = u.type, blob = u.blob
@@ -2490,7 +2510,7 @@ WITH ub AS (
                 %(w_idxs)b::integer[], %(w_types)b::text[], %(w_blobs)b::bytea[])
         AS u(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, type, blob)
     WHERE w.thread_id = u.thread_id AND w.checkpoint_ns = u.checkpoint_ns
-      AND w.checkpoint_id = u.checkpoint_id AND w.task_id = u.task_id AND w.idx = u.idx
+      AND w.checkpoint_id = u.checkpoint_id AND w.task_id = u.task_id AND w.idx = u.idx {_on_threads_w}
     RETURNING 1
 ), uc AS (
     UPDATE {schema}.pgsaver_checkpoints AS c
@@ -2499,7 +2519,7 @@ WITH ub AS (
                 %(c_bodies)b::bytea[], %(c_metadata)b::text[], %(c_exact)b::bytea[])
         AS u(thread_id, checkpoint_ns, checkpoint_id, type, body, metadata, exact)
     WHERE c.thread_id = u.thread_id AND c.checkpoint_ns = u.checkpoint_ns
-      AND c.checkpoint_id = u.checkpoint_id
+      AND c.checkpoint_id = u.checkpoint_id {_on_threads_c}
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FROM ub)
@@ -2564,6 +2584,76 @@ SELECT thread_id, checkpoints, bytes, last_activity
 FROM sized
 ORDER BY CASE %(order)s WHEN 'bytes' THEN bytes WHEN 'checkpoints' THEN checkpoints END DESC NULLS LAST,
          last_activity DESC, thread_id
+LIMIT %(limit)s
+
+-- name: ops_tables__citus
+-- On Citus: ops_tables with the sizes and tuple counts of a distributed table's shards (the
+-- coordinator's own table is an empty shell): citus_total_relation_size and citus_relation_size,
+-- and each shard's statistics read on its worker (run_command_on_shards); the store's tables stay
+-- on the coordinator and read as on one server.
+SELECT t.name, greatest(c.reltuples, 0)::bigint,
+       CASE WHEN d.partmethod IS NULL THEN pg_total_relation_size(c.oid)
+            ELSE citus_total_relation_size(c.oid) END,
+       CASE WHEN d.partmethod IS NULL THEN pg_relation_size(c.oid)
+            ELSE citus_relation_size(c.oid) END,
+       coalesce(sh.live, s.n_live_tup, 0), coalesce(sh.dead, s.n_dead_tup, 0),
+       CASE WHEN d.partmethod IS NULL THEN greatest(s.last_vacuum, s.last_autovacuum)
+            ELSE sh.vacuumed END
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store',
+                  'pgsaver_migrations'])
+    WITH ORDINALITY AS t(name, n)
+JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
+LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid
+LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
+LEFT JOIN LATERAL (
+    -- a reference table's shards are copies: the first one's figures
+    SELECT sum(split_part(x.result, '|', 1)::bigint) FILTER (WHERE d.partmethod = 'h' OR x.first) AS live,
+           sum(split_part(x.result, '|', 2)::bigint) FILTER (WHERE d.partmethod = 'h' OR x.first) AS dead,
+           max(nullif(split_part(x.result, '|', 3), '')::timestamptz) AS vacuumed
+    FROM (SELECT c.oid WHERE d.partmethod IS NOT NULL) AS dist
+    CROSS JOIN LATERAL (
+        SELECT r.result, row_number() OVER () = 1 AS first
+        FROM run_command_on_shards(dist.oid,
+            $$SELECT concat_ws('|', n_live_tup, n_dead_tup, greatest(last_vacuum, last_autovacuum))
+              FROM pg_stat_all_tables WHERE relid = '%%s'::regclass$$) AS r
+        WHERE r.success
+    ) AS x
+) AS sh ON true
+ORDER BY t.n
+
+-- name: ops_counts__citus
+-- On Citus (a recursive CTE must name one thread): ops_counts, the threads counted by the shards
+-- (each thread's rows are on one shard, so the coordinator adds the shards' counts).
+SELECT (SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS c),
+       (SELECT count(*) FROM {schema}.pgsaver_checkpoints),
+       (SELECT count(*) FROM {schema}.pgsaver_writes),
+       (SELECT count(*) FROM {schema}.pgsaver_blobs),
+       (SELECT min(created_at) FROM {schema}.pgsaver_checkpoints),
+       (SELECT max(created_at) FROM {schema}.pgsaver_checkpoints)
+
+-- name: ops_threads__citus
+-- On Citus: ops_threads with each table grouped by thread on its shards (a correlated subquery
+-- per thread is not pushed down) and the groups joined by thread, which Citus runs on each worker
+-- (co-located by thread_id); the coordinator sorts and cuts.
+SELECT per.thread_id, per.checkpoints,
+       per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) AS bytes, per.last_activity
+FROM (
+    SELECT c.thread_id, count(*) AS checkpoints, max(c.created_at) AS last_activity,
+           sum(pg_column_size(c.*)) AS bytes
+    FROM {schema}.pgsaver_checkpoints AS c
+    GROUP BY c.thread_id
+    HAVING (%(filter)s::jsonb IS NULL OR bool_or(c.metadata @> %(filter)s::jsonb))
+       AND (%(idle_for)s::interval IS NULL OR max(c.created_at) < now() - %(idle_for)s::interval)
+) AS per
+LEFT JOIN (SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
+           FROM {schema}.pgsaver_writes AS w GROUP BY w.thread_id) AS w
+    ON w.thread_id = per.thread_id
+LEFT JOIN (SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
+           FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id) AS b
+    ON b.thread_id = per.thread_id
+ORDER BY CASE %(order)s WHEN 'bytes' THEN per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0)
+                        WHEN 'checkpoints' THEN per.checkpoints END DESC NULLS LAST,
+         per.last_activity DESC, per.thread_id
 LIMIT %(limit)s
 
 -- name: ops_settings

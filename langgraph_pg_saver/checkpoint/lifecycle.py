@@ -623,9 +623,43 @@ def reencrypt(
         total.writes, total.blobs = int(writes), int(blobs)
         return total
     base = {**due, "limit": batch}
-    previous: str | None = None
-    # per table: its batch query, and the row columns of its primary key (after thread, namespace)
+    counted: list[str | None] = [None]  # the thread last counted in total.threads
+    if not q.citus:
+        yield from _reseal_batches(q, crypt, base, batch, total, counted, progress)
+        return total
+    # on Citus a thread at a time: each batch then names one thread, which Citus locks and
+    # seals again on its worker
+    if thread is not None:
+        yield from _reseal_batches(
+            q, crypt, {**base, "thread_ids": [thread]}, batch, total, counted, progress
+        )
+        return total
+    after = ""
+    while True:
+        walk = {"after": after, "limit": DEFAULT_THREAD_BATCH}
+        rows = yield Step((Stmt(q["reencrypt_threads"], walk),))
+        ids = [r[0] for r in rows]
+        for t in ids:
+            params = {**base, "thread_id": t, "thread_ids": [t]}
+            yield from _reseal_batches(q, crypt, params, batch, total, counted, progress)
+        if len(ids) < DEFAULT_THREAD_BATCH:
+            return total
+        after = ids[-1]
+
+
+def _reseal_batches(
+    q: Queries,
+    crypt: KeyringSerializer,
+    base: dict[str, Any],
+    batch: int,
+    total: Report,
+    counted: list[str | None],
+    progress: Callable[[Report], None] | None,
+) -> Steps:
+    """reencrypt's batches over the three tables (of ``base``'s thread, or all), each batch read
+    and locked, then sealed again, in one transaction; ``total`` counts them."""
     R = ResealRow
+    # per table: its batch query, and the row columns of its primary key (after thread, namespace)
     tables = (
         (q["reencrypt_blobs"], 0, (R.A, R.B)),
         (q["reencrypt_writes"], 1, (R.A, R.B, R.IDX)),
@@ -646,7 +680,10 @@ def reencrypt(
                 found[:] = rows
                 if not rows:
                     return None
-                return Step((Stmt(q["reseal"], reseal_params(crypt, rows)),))
+                resealed = reseal_params(crypt, rows)
+                if "thread_ids" in base:
+                    resealed["thread_ids"] = base["thread_ids"]
+                return Step((Stmt(q["reseal"], resealed),))
 
             yield Step((Stmt(query, params),), then=chosen)
             if not found:
@@ -662,16 +699,15 @@ def reencrypt(
                 total.checkpoints += n
                 # threads whose checkpoints were sealed again (rows come in thread order)
                 for r in found:
-                    if r[R.THREAD_ID] != previous:
+                    if r[R.THREAD_ID] != counted[0]:
                         total.threads += 1
-                        previous = r[R.THREAD_ID]
+                        counted[0] = r[R.THREAD_ID]
             total.batches += 1
             total.last_thread_id = last[R.THREAD_ID]
             if progress is not None:
                 progress(dataclasses.replace(total))
             if len(found) < batch:
                 break
-    return total
 
 
 # --------------------------------------------------------------------------- retention

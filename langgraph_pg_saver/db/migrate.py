@@ -99,6 +99,8 @@ def script(schema: str, *, after: int = 0, distribute: bool = True) -> str:
         parts.append(q["citus_distribute"].decode().strip() + ";")
     parts.append("COMMIT;")
     if distribute:
-        parts.append("-- Citus: the writes' estimate on each shard (after the commit that made them)")
+        parts.append(
+            "-- Citus: the writes' estimate on each shard (after the commit that made them)"
+        )
         parts.append(q["citus_shard_options"].decode().strip() + ";")
     return "\n".join(parts) + "\n"

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.db import migrate as _migrate
 from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import SchemaMissingError
 
 
@@ -56,6 +57,13 @@ class SchemaVersion(Record):
         if not self.tables:
             raise SchemaMissingError(self.schema)
         return self
+
+
+def _queries(saver: PostgresSaver) -> Queries:
+    """The saver's statements for its database: on Citus their ``__citus`` forms (found once per
+    saver, one catalog read), which the reports' scans across threads need."""
+    saver._driver.find_citus()
+    return saver._q
 
 
 def schema_version(saver: PostgresSaver) -> SchemaVersion:
@@ -121,7 +129,7 @@ def status(saver: PostgresSaver, top: int = 10) -> Status:
     :class:`SchemaMissingError` without our tables."""
     version = schema_version(saver).require_tables()
     driver = saver._driver
-    q = driver.q
+    q = _queries(saver)
     tables = driver.fetch_all(q["ops_tables"], {"schema": q.schema})
     counts = driver.fetch_one(q["ops_counts"], {})
     assert counts is not None  # an aggregate: one row
@@ -166,7 +174,7 @@ def threads(
     longer than ``idle_for``."""
     driver = saver._driver
     rows = driver.fetch_all(
-        driver.q["ops_threads"],
+        _queries(saver)["ops_threads"],
         {
             "filter": json.dumps(flt) if flt else None,
             "idle_for": idle_for,
@@ -180,7 +188,7 @@ def threads(
 def thread_count(saver: PostgresSaver, start_after: str = "") -> int:
     """How many threads sort after ``start_after`` (what a prune of them all walks)."""
     driver = saver._driver
-    row = driver.fetch_one(driver.q["ops_thread_count"], {"after": start_after})
+    row = driver.fetch_one(_queries(saver)["ops_thread_count"], {"after": start_after})
     return int(row[0]) if row is not None else 0
 
 
