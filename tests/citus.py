@@ -179,3 +179,20 @@ def database(cluster: Cluster) -> Iterator[str]:
         yield dsn
     finally:
         cluster.drop_db(dsn)
+
+
+#: the tables a saver's rows live in (copy_rows)
+ROW_TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
+
+
+def copy_rows(source: str, target: str) -> None:
+    """The source database's rows of the checkpoint tables, as they are, into the target's (on
+    one server or a cluster: a distributed table takes COPY)."""
+    with psycopg.connect(source) as src, psycopg.connect(target) as dst:
+        for table in ROW_TABLES:
+            with (
+                src.cursor().copy(f"COPY {table} TO STDOUT (FORMAT binary)") as out,
+                dst.cursor().copy(f"COPY {table} FROM STDIN (FORMAT binary)") as into,
+            ):
+                for data in out:
+                    into.write(data)

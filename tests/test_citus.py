@@ -13,6 +13,7 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
+import citus
 import psycopg
 import pytest
 from langgraph.graph import END, START, StateGraph
@@ -53,7 +54,8 @@ def writes_estimates(dsn: str) -> list[str]:
             "$$SELECT attoptions::text FROM pg_attribute WHERE attrelid = '%s'::regclass "
             "AND attname = 'checkpoint_id'$$) AS x"
         ).fetchall()
-    assert rows and all(ok for ok, _ in rows), rows
+    assert rows
+    assert all(ok for ok, _ in rows), rows
     return [str(r) for _, r in rows]
 
 
@@ -229,18 +231,6 @@ def rows_of(dsn: str) -> dict[str, list[str]]:
         }
 
 
-def copy_rows(source: str, target: str) -> None:
-    """The source database's rows of the checkpoint tables, as they are, into the target's."""
-    with psycopg.connect(source) as src, psycopg.connect(target) as dst:
-        for table in TABLES:
-            with (
-                src.cursor().copy(f"COPY {table} TO STDOUT (FORMAT binary)") as out,
-                dst.cursor().copy(f"COPY {table} FROM STDIN (FORMAT binary)") as into,
-            ):
-                for data in out:
-                    into.write(data)
-
-
 def answers(saver: PostgresSaver, threads: list[str]) -> list[Any]:
     """What a user reads: every list() shape, histories, DeltaChannel history, tuples by id."""
 
@@ -330,7 +320,7 @@ def test_citus_answers_as_one_server_does(citus_dsn: str, db_dsn: str) -> None:
         threads = build_threads(one)
     with PostgresSaver.from_conn_string(citus_dsn) as cluster:
         cluster.setup()
-    copy_rows(db_dsn, citus_dsn)
+    citus.copy_rows(db_dsn, citus_dsn)
     assert rows_of(citus_dsn) == rows_of(db_dsn)
     with (
         PostgresSaver.from_conn_string(db_dsn) as one,

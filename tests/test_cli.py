@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import citus
 import psycopg
 import pytest
-from conftest import _create_db, _drop_db
+from conftest import ON_CITUS, _create_db, _drop_db
 from graphs import approval, delta_chat, two_nodes
 from pgserver import Server
 from psycopg.conninfo import conninfo_to_dict
@@ -92,8 +93,17 @@ def filled(db_dsn: str) -> str:
 
 
 @pytest.fixture
-def twin(pg_server: Server, filled: str) -> Iterator[str]:
-    """A second database holding exactly what ``filled`` holds (a template copy)."""
+def twin(request: pytest.FixtureRequest, filled: str) -> Iterator[str]:
+    """A second database holding exactly what ``filled`` holds (a template copy; on Citus a
+    distributed database the rows are copied into)."""
+    if ON_CITUS:
+        with citus.database(request.getfixturevalue("citus_cluster")) as dsn:
+            with PostgresSaver.from_conn_string(dsn, max_size=1) as saver:
+                saver.setup()
+            citus.copy_rows(filled, dsn)
+            yield dsn
+        return
+    pg_server: Server = request.getfixturevalue("pg_server")
     source = str(conninfo_to_dict(filled)["dbname"])
     with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
         conn.execute(
@@ -162,6 +172,7 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
         "compression",
         "jit",
         "bloat",
+        *(["citus"] if ON_CITUS else []),  # how the schema is distributed
     }
     assert "direct connection" in checks["pooler"]["detail"]
     text = cli("doctor", dsn=filled).stdout

@@ -45,7 +45,7 @@ from langgraph_pg_saver.checkpoint.official import Source
 from langgraph_pg_saver.codec import jsonb as _jsonb
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.sql import Queries
-from langgraph_pg_saver.db.steps import Report, Step, Steps, Stmt, batch_size
+from langgraph_pg_saver.db.steps import Report, Rows, Step, Steps, Stmt, batch_size
 from langgraph_pg_saver.errors import InvalidInputError, PgSaverError
 
 
@@ -197,7 +197,7 @@ def import_official(
     progress: Callable[[Report], None] | None,
     reimport: Sequence[str] = (),
 ) -> Steps:
-    source = Source(source_schema)
+    source = Source(source_schema, citus=q.citus)
     batch_size(thread_batch)
     again = names_param(reimport, "reimport", "thread id") if reimport else []
     early = [t for t in again if t <= start_after]
@@ -223,30 +223,10 @@ def import_official(
         ids = [r[0] for r in rows]
         if not ids:
             break
-        common = {"thread_ids": ids, "reimport": again, "source": source_schema}
-        found = list((yield Step((Stmt(source.candidates(q, dry_run=dry_run), common),))))
-        params = {**common, **keys(found)}
-        if dry_run:
-            rows = yield Step((Stmt(source.count(q), params),))
-        else:
-            params.update(convert(serde, found))
-            rows = yield Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
-        threads, checkpoints, writes, blobs, untimed, already, unchanged, deleted, bad = rows[0][:9]
-        total.add(
-            ImportReport(
-                threads=int(threads),
-                checkpoints=int(checkpoints),
-                writes=int(writes),
-                blobs=int(blobs),
-                batches=0 if dry_run else 1,
-                source_threads=len(ids),
-                already_imported=int(already),
-                unchanged_threads=int(unchanged),
-                deleted_threads=int(deleted),
-                diverged=list(bad),
-                untimed=int(untimed),
-            )
-        )
+        # on Citus a thread at a time (official.py): each statement then reads one thread of ours
+        for part in [[t] for t in ids] if q.citus else [ids]:
+            report = yield from _import_threads(q, serde, source, part, again, dry_run)
+            total.add(report)
         after = ids[-1]
         total.last_thread_id = after
         if progress is not None:
@@ -254,3 +234,52 @@ def import_official(
         if len(ids) < thread_batch:
             break
     return total
+
+
+def _import_threads(
+    q: Queries,
+    serde: SerializerProtocol,
+    source: Source,
+    ids: list[str],
+    again: list[str],
+    dry_run: bool,
+) -> Steps:
+    """One batch of threads (on Citus one thread): what of them is new, converted, then counted
+    or copied under their locks, in one transaction."""
+    common: dict[str, Any] = {"thread_ids": ids, "reimport": again, "source": source.schema}
+    if source.citus:
+        read = []
+        for statement in source.source_rows():
+            read.append((yield Step((Stmt(statement, common),))))
+        common.update(source.source_params(*read))
+    found = list((yield Step((Stmt(source.candidates(q, dry_run=dry_run), common),))))
+    params = {**common, **keys(found)}
+    if dry_run:
+        rows = yield Step((Stmt(source.count(q), params),))
+    else:
+        params.update(convert(serde, found))
+        if source.citus:
+            # the plan, then the copy it chose: a copy with a recursive CTE Citus refuses
+            params["thread_id"] = ids[0]
+
+            def copy(decided: Rows) -> Step:
+                chosen = dict(zip(Source.DECIDED, decided[0], strict=True))
+                return Step((Stmt(source.write(q), {**params, **chosen}),))
+
+            rows = yield Step(locked(q, ids, Stmt(source.decide(q), params)), 30.0, then=copy)
+        else:
+            rows = yield Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
+    threads, checkpoints, writes, blobs, untimed, already, unchanged, deleted, bad = rows[0][:9]
+    return ImportReport(
+        threads=int(threads),
+        checkpoints=int(checkpoints),
+        writes=int(writes),
+        blobs=int(blobs),
+        batches=0 if dry_run else 1,
+        source_threads=len(ids),
+        already_imported=int(already),
+        unchanged_threads=int(unchanged),
+        deleted_threads=int(deleted),
+        diverged=list(bad),
+        untimed=int(untimed),
+    )
