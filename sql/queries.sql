@@ -2808,31 +2808,72 @@ WHERE p.prefix IS NOT NULL
 -- One batch of the TTL sweep, if this statement holds the sweep lock (one sweeper at a time across
 -- workers): the first %(limit)s expired items from %(after)s on (NULL: from the first), in the
 -- expires_at index's order (the batch before ended there: this one does not walk past the index
--- entries of the rows it deleted), locked (skipping rows another transaction holds) and deleted by
--- their row address. An item another writer changes
--- meanwhile is checked again as it is then (a put or a refreshing read gave it a new TTL: it
--- stays). Whether it held the lock, how many it deleted and found, and the last expires_at found.
+-- entries of the rows it deleted), deleted by their row addresses without locking them first.
+-- Whether it held the lock, how many it deleted and found, and the last expires_at found.
+-- The fast path: locking the batch first (store_sweep_skip_locked) writes every row twice, its
+-- lock then its delete, with their WAL; this deletes at once. A row another transaction holds
+-- would make the delete wait for it: lock_timeout, set here for this statement's transaction only
+-- (%(lock_timeout)s, 50ms, well below deadlock_timeout), bounds that wait, so a writer that waits
+-- for a row this statement deleted (a deadlock's other half) waits at most that long; past it the
+-- statement fails with lock_not_available (55P03), rolls back whole, and the sweep runs
+-- store_sweep_skip_locked for this batch instead. set_config is part of "held" so that it runs
+-- before any row is read (the lock CTE runs first: every other part waits for its "held"); it
+-- never returns NULL, so "held" is the advisory lock's answer.
+-- An item a writer changed meanwhile is checked again as it is then: Postgres follows the row to
+-- its new version (EvalPlanQual) and the expiry is checked on that one (a put or a refreshing
+-- read gave it a new TTL: it stays).
 WITH lock AS MATERIALIZED (
-    SELECT pg_try_advisory_xact_lock({_lock_class}, hashtext('store-sweep:' || %(schema)s)) AS held
-), doomed AS MATERIALIZED (
-    SELECT e.ctid AS at, e.expires_at FROM {schema}.pgsaver_store AS e
-    WHERE (SELECT held FROM lock) AND e.expires_at <= now()
-      AND e.expires_at >= coalesce(%(after)s::timestamptz, '-infinity')
-    ORDER BY e.expires_at
-    LIMIT %(limit)s
-    -- a row another transaction holds is left for the next sweep: the sweep never waits
-    FOR UPDATE OF e SKIP LOCKED
+    SELECT set_config('lock_timeout', %(lock_timeout)s, true) IS NOT NULL
+           AND pg_try_advisory_xact_lock({_lock_class}, hashtext('store-sweep:' || %(schema)s)) AS held
+), batch AS MATERIALIZED (
+    -- one row: the batch's addresses, how many, the last expiry (one pass over the batch)
+    SELECT array_agg(d.at) AS ats, count(*) AS found, max(d.expires_at) AS last
+    FROM (
+        SELECT e.ctid AS at, e.expires_at FROM {schema}.pgsaver_store AS e
+        WHERE (SELECT held FROM lock) AND e.expires_at <= now()
+          AND e.expires_at >= coalesce(%(after)s::timestamptz, '-infinity')
+        ORDER BY e.expires_at
+        LIMIT %(limit)s
+    ) AS d
 ), gone AS (
     -- by their row addresses (a TID scan): the expiry is checked again on the row, not used to
     -- scan (statistics taken before the items expired made that an index scan of every expired
     -- row, each compared with every address, 4x the statement's time at 10,000)
     DELETE FROM {schema}.pgsaver_store AS s
-    WHERE s.ctid = ANY (ARRAY(SELECT d.at FROM doomed AS d))
+    WHERE s.ctid = ANY ((SELECT b.ats FROM batch AS b)::tid[])
       AND coalesce(s.expires_at <= now(), false)
     RETURNING 1
 )
 SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
-       (SELECT count(*) FROM doomed) AS found, (SELECT max(d.expires_at) FROM doomed AS d) AS last
+       b.found, b.last
+FROM batch AS b
+
+-- name: store_sweep_skip_locked
+-- store_sweep for a batch whose fast path waited longer than its lock_timeout for a row another
+-- transaction holds: the same batch, but locked first, skipping the rows another transaction holds
+-- (left for the next sweep: this never waits behind a writer, nor deadlocks with one), then
+-- deleted by their row addresses. Each row is written twice (its lock, then its delete).
+WITH lock AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock({_lock_class}, hashtext('store-sweep:' || %(schema)s)) AS held
+), batch AS MATERIALIZED (
+    SELECT array_agg(d.at) AS ats, count(*) AS found, max(d.expires_at) AS last
+    FROM (
+        SELECT e.ctid AS at, e.expires_at FROM {schema}.pgsaver_store AS e
+        WHERE (SELECT held FROM lock) AND e.expires_at <= now()
+          AND e.expires_at >= coalesce(%(after)s::timestamptz, '-infinity')
+        ORDER BY e.expires_at
+        LIMIT %(limit)s
+        FOR UPDATE OF e SKIP LOCKED
+    ) AS d
+), gone AS (
+    DELETE FROM {schema}.pgsaver_store AS s
+    WHERE s.ctid = ANY ((SELECT b.ats FROM batch AS b)::tid[])
+      AND coalesce(s.expires_at <= now(), false)
+    RETURNING 1
+)
+SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
+       b.found, b.last
+FROM batch AS b
 
 -- ============================================================================ the Store: vectors
 -- pgsaver_store_vectors is made by the store's setup() when it has an index (its dimension is the

@@ -15,6 +15,7 @@ import pytest
 from helpers import Embedder as BagOfWords
 from helpers import traced
 from langgraph.store.base import PutOp
+from pooler import Bouncer
 
 import langgraph_pg_saver.store.store as sync_store
 import langgraph_pg_saver.store.store_async as async_store
@@ -301,10 +302,12 @@ def test_a_sweep_larger_than_a_batch(db_dsn: str, monkeypatch: pytest.MonkeyPatc
             assert check.execute("SELECT key FROM pgsaver_store").fetchall() == [("kept",)]
 
 
-def test_the_sweep_deletes_by_row_address_under_stale_statistics(db_dsn: str) -> None:
+@pytest.mark.parametrize("name", ["store_sweep", "store_sweep_skip_locked"])
+def test_the_sweep_deletes_by_row_address_under_stale_statistics(db_dsn: str, name: str) -> None:
     """Statistics taken before the items expired (the expires_at index finds one row): the sweep's
-    delete still reads its rows by their addresses (a TID scan), not by an index scan of the
-    expired rows each compared with every address (quadratic: 4x the sweep's time at 10,000)."""
+    delete (its fast path's and its fallback's) still reads its rows by their addresses (a TID
+    scan), not by an index scan of the expired rows each compared with every address (quadratic:
+    4x the sweep's time at 10,000)."""
     with PostgresStore.from_conn_string(db_dsn) as store:
         store.setup()
         store.batch([PutOp(("s",), f"k{i}", {"i": i}, ttl=60) for i in range(3_000)])
@@ -312,14 +315,9 @@ def test_the_sweep_deletes_by_row_address_under_stale_statistics(db_dsn: str) ->
             admin.execute("ALTER TABLE pgsaver_store SET (autovacuum_enabled = false)")
             admin.execute("ANALYZE pgsaver_store")  # nothing expired yet
             admin.execute("UPDATE pgsaver_store SET expires_at = now() - interval '1 minute'")
-            statement = store._q["store_sweep"].decode()
-            plan = "\n".join(
-                str(r[0])
-                for r in admin.execute(
-                    "EXPLAIN " + statement,
-                    {"limit": 10_000, "schema": "public", "after": None},
-                )
-            )
+            statement = store._q[name].decode()
+            params = {"limit": 10_000, "schema": "public", "after": None, "lock_timeout": "50ms"}
+            plan = "\n".join(str(r[0]) for r in admin.execute("EXPLAIN " + statement, params))
         delete = plan[plan.index("Delete on") :]
         assert "Tid Scan on pgsaver_store" in delete, plan
         assert store.sweep_ttl() == 3_000
@@ -408,6 +406,137 @@ def test_a_sweep_leaves_an_item_being_revived(db_dsn: str) -> None:
         assert store.sweep_ttl() == 0
 
 
+FAST = "set_config('lock_timeout'"  # in store_sweep only
+FALLBACK = "FOR UPDATE OF e SKIP LOCKED"  # in store_sweep_skip_locked only
+
+
+def _statements(trace: Any) -> list[str]:
+    """Which sweep statement each statement a trace parsed was, in order: "fast", "fallback"."""
+    text = "\n".join(trace.messages)
+    parses = [part for part in text.split("\tParse\t")[1:]]
+    return ["fast" if FAST in p else "fallback" if FALLBACK in p else p[:40] for p in parses]
+
+
+def test_a_sweep_takes_no_row_locks_when_nothing_is_held(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path: one statement per batch, which deletes without locking its rows first (no
+    row-lock WAL record: each row is written once), and leaves lock_timeout as it was."""
+    monkeypatch.setattr(sync_store, "SWEEP_BATCH", 10)
+    with psycopg.connect(db_dsn) as conn:
+        store = PostgresStore(conn)
+        _expire(store, 25)
+        conn.autocommit = True
+        conn.execute("SET lock_timeout = '7s'")
+        with traced(conn.pgconn) as t:
+            assert store.sweep_ttl() == 25
+        assert t.round_trips == 3  # 10, 10, 5: one statement each
+        assert _statements(t) == ["fast"] * 3
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+        # and its plan locks no row before deleting it (the fallback's does)
+        params = {"limit": 10, "schema": "public", "after": None, "lock_timeout": "50ms"}
+        for name, locks in (("store_sweep", False), ("store_sweep_skip_locked", True)):
+            plan = conn.execute("EXPLAIN " + store._q[name].decode(), params).fetchall()
+            assert any("LockRows" in str(r[0]) for r in plan) is locks, plan
+
+
+def test_a_sweep_waits_briefly_for_a_held_row_then_skips_it(db_dsn: str) -> None:
+    """A row another transaction holds longer than the fast path's lock_timeout: the batch falls
+    back to skipping it (one more statement, no error, no retry), deletes the others, and leaves
+    lock_timeout as it was on the connection."""
+    with (
+        psycopg.connect(db_dsn) as conn,
+        psycopg.connect(db_dsn) as holder,
+    ):
+        store = PostgresStore(conn)
+        _expire(store, 5)
+        conn.autocommit = True
+        with holder.transaction():
+            holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k3' FOR UPDATE")
+            t0 = time.monotonic()
+            with traced(conn.pgconn) as t:
+                assert store.sweep_ttl() == 4
+            assert time.monotonic() - t0 < 5
+            assert _statements(t) == ["fast", "fallback"]
+            assert conn.execute("SHOW lock_timeout").fetchone() == ("0",)
+            assert conn.execute("SELECT key FROM pgsaver_store").fetchall() == [("k3",)]
+        assert store.sweep_ttl() == 1
+        assert conn.execute("SELECT count(*) FROM pgsaver_store").fetchone() == (0,)
+
+
+def test_the_fast_path_leaves_an_item_revived_while_it_waits(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer puts an expired item again (a new TTL) and commits while the fast path waits for
+    its row: Postgres hands the delete the item as it is then, whose expiry is checked again, so it
+    stays, and the batch is not rolled back (no fallback)."""
+    monkeypatch.setattr(sync_store, "SWEEP_LOCK_TIMEOUT", "20s")
+    with (
+        PostgresStore.from_conn_string(db_dsn) as store,
+        psycopg.connect(db_dsn) as other_conn,
+    ):
+        _expire(store, 3)
+        other = PostgresStore(other_conn)
+        done: list[int] = []
+        with other_conn.transaction():
+            other.put(("s",), "k1", {"i": "again"}, ttl=60)
+            sweeper = threading.Thread(target=lambda: done.append(store.sweep_ttl()))
+            sweeper.start()
+            _wait_for_lock_wait(db_dsn)  # the sweep waits for k1's row
+        sweeper.join(20)
+        assert done == [2]
+        item = store.get(("s",), "k1")
+        assert item is not None
+        assert item.value == {"i": "again"}
+        assert store.sweep_ttl() == 0
+
+
+def test_a_sweep_in_the_callers_transaction_skips_held_rows_at_once(db_dsn: str) -> None:
+    """Inside a transaction of the caller's the sweep sends only the statement that skips held
+    rows: a lock_timeout error would abort the caller's transaction, and the setting would last
+    until its end."""
+    with (
+        psycopg.connect(db_dsn) as conn,
+        psycopg.connect(db_dsn) as holder,
+    ):
+        store = PostgresStore(conn)
+        _expire(store, 3)
+        with holder.transaction():
+            holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k0' FOR UPDATE")
+            with conn.transaction():
+                conn.execute("SELECT 1")
+                with traced(conn.pgconn) as t:
+                    assert store.sweep_ttl() == 2
+                assert _statements(t) == ["fallback"]
+                assert conn.execute("SHOW lock_timeout").fetchone() == ("0",)
+
+
+def test_the_sweeps_lock_timeout_ends_with_its_statement_behind_a_pooler(
+    bouncer: Bouncer, db_dsn: str
+) -> None:
+    """Behind PgBouncer in transaction mode (two server sessions shared by every client), after a
+    sweep that took the fast path and one that fell back, neither server session keeps the
+    sweep's lock_timeout."""
+    dsn = bouncer.dsn(db_dsn)
+    with (
+        PostgresStore.from_conn_string(dsn) as store,
+        psycopg.connect(db_dsn) as holder,
+    ):
+        _expire(store, 5)
+        assert store.sweep_ttl() == 5
+        _expire(store, 5)
+        with holder.transaction():
+            holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k2' FOR UPDATE")
+            assert store.sweep_ttl() == 4
+        assert store.sweep_ttl() == 1
+        with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+            # each in a transaction: together they hold both server sessions
+            seen = {c.execute("SELECT pg_backend_pid()").fetchone() for c in (a, b)}
+            assert len(seen) == 2
+            for c in (a, b):
+                assert c.execute("SHOW lock_timeout").fetchone() == ("0",)
+
+
 async def test_async_sweep_in_batches(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(async_store, "SWEEP_BATCH", 4)
     async with AsyncPostgresStore.from_conn_string(db_dsn) as store:
@@ -415,3 +544,16 @@ async def test_async_sweep_in_batches(db_dsn: str, monkeypatch: pytest.MonkeyPat
         await asyncio.sleep(0.1)
         assert await store.sweep_ttl() == 9
         assert await store.sweep_ttl() == 0
+
+
+async def test_async_sweep_skips_a_held_row_after_its_lock_timeout(db_dsn: str) -> None:
+    async with (
+        AsyncPostgresStore.from_conn_string(db_dsn) as store,
+        await psycopg.AsyncConnection.connect(db_dsn) as holder,
+    ):
+        await store.abatch([PutOp(("s",), f"k{i}", {"i": i}, ttl=0.0005) for i in range(5)])
+        await asyncio.sleep(0.1)
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM pgsaver_store WHERE key = 'k1' FOR UPDATE")
+            assert await asyncio.wait_for(store.sweep_ttl(), 10) == 4
+        assert await store.sweep_ttl() == 1

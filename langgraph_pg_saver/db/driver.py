@@ -385,6 +385,15 @@ class Driver:
         can start (no I/O)."""
         return self.conn is not None and self.conn.info.transaction_status != IDLE
 
+    def statement_fails_alone(self) -> bool:
+        """Whether a statement the driver runs now is a transaction of its own, so that its
+        failure rolls back nothing else and its ``set_config(..., true)`` ends with it: a pooled
+        connection, or the caller's single one neither inside a transaction of the caller's nor
+        in the caller's pipeline (whose statements up to the next sync share one implicit
+        transaction). No I/O."""
+        conn = self.conn
+        return conn is None or (conn.info.transaction_status == IDLE and not in_pipeline(conn))
+
     # ------------------------------------------------------------------ one statement
 
     def execute(self, query: bytes, params: Params) -> None:

@@ -24,7 +24,7 @@ from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
 from langgraph_pg_saver.db.owner import PoolOwner
-from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK
+from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK, Row
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
@@ -52,6 +52,11 @@ _monotonic = time.monotonic
 
 #: expired items the TTL sweep deletes per statement (and transaction)
 SWEEP_BATCH = 10_000
+#: how long the TTL sweep's fast path (store_sweep: no row locks first) may wait for a row another
+#: transaction holds before it gives the batch up to store_sweep_skip_locked; well below
+#: deadlock_timeout (1 s by default), so a writer waiting for a row the sweep deleted waits at
+#: most about that long too
+SWEEP_LOCK_TIMEOUT = "50ms"
 #: store_write's tries for a batch of a store with an index before it is written in a transaction
 #: that locks its items first (other writers changed them in each try's instant between its
 #: snapshot and its locks)
@@ -910,16 +915,30 @@ class PostgresStore(PoolOwner, SyncStoreBase):
         total = 0
         after: Any = None
         while True:
-            row = self._driver.fetch_one(
-                self._q["store_sweep"],
-                {"limit": SWEEP_BATCH, "schema": self._q.schema, "after": after},
-            )
+            row = self._sweep_batch(after)
             if row is None or not row[SweepRow.HELD]:
                 return total
             total += int(row[SweepRow.DELETED])
             if int(row[SweepRow.FOUND]) < SWEEP_BATCH:
                 return total
             after = row[SweepRow.LAST]
+
+    def _sweep_batch(self, after: Any) -> Row | None:
+        """One batch of the sweep (a SweepRow): store_sweep, which deletes without locking the
+        rows first and waits at most ``SWEEP_LOCK_TIMEOUT`` for a row another transaction holds;
+        after such a wait (lock_not_available: the statement rolled back whole, the driver does
+        not rerun it), the same batch by store_sweep_skip_locked, which skips the rows others
+        hold. In a transaction or pipeline of the caller's, where a failed statement would abort
+        the caller's work (and the timeout would outlast the statement), only the second."""
+        params = {"limit": SWEEP_BATCH, "schema": self._q.schema, "after": after}
+        if self._driver.statement_fails_alone():
+            try:
+                return self._driver.fetch_one(
+                    self._q["store_sweep"], {**params, "lock_timeout": SWEEP_LOCK_TIMEOUT}
+                )
+            except errors.LockNotAvailable:
+                logger.debug("TTL sweep: a row is held by another transaction; skipping it")
+        return self._driver.fetch_one(self._q["store_sweep_skip_locked"], params)
 
     def _refuse_write(self, operation: str) -> None:
         self._driver.refuse_write(operation)

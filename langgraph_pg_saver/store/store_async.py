@@ -22,7 +22,7 @@ from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
 from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
-from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK
+from langgraph_pg_saver.db.policy import READ_ONLY_RECHECK, Row
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
@@ -58,6 +58,11 @@ _monotonic = time.monotonic
 
 #: expired items the TTL sweep deletes per statement (and transaction)
 SWEEP_BATCH = 10_000
+#: how long the TTL sweep's fast path (store_sweep: no row locks first) may wait for a row another
+#: transaction holds before it gives the batch up to store_sweep_skip_locked; well below
+#: deadlock_timeout (1 s by default), so a writer waiting for a row the sweep deleted waits at
+#: most about that long too
+SWEEP_LOCK_TIMEOUT = "50ms"
 #: store_write's tries for a batch of a store with an index before it is written in a transaction
 #: that locks its items first (other writers changed them in each try's instant between its
 #: snapshot and its locks)
@@ -951,16 +956,30 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         total = 0
         after: Any = None
         while True:
-            row = await self._driver.fetch_one(
-                self._q["store_sweep"],
-                {"limit": SWEEP_BATCH, "schema": self._q.schema, "after": after},
-            )
+            row = await self._sweep_batch(after)
             if row is None or not row[SweepRow.HELD]:
                 return total
             total += int(row[SweepRow.DELETED])
             if int(row[SweepRow.FOUND]) < SWEEP_BATCH:
                 return total
             after = row[SweepRow.LAST]
+
+    async def _sweep_batch(self, after: Any) -> Row | None:
+        """One batch of the sweep (a SweepRow): store_sweep, which deletes without locking the
+        rows first and waits at most ``SWEEP_LOCK_TIMEOUT`` for a row another transaction holds;
+        after such a wait (lock_not_available: the statement rolled back whole, the driver does
+        not rerun it), the same batch by store_sweep_skip_locked, which skips the rows others
+        hold. In a transaction or pipeline of the caller's, where a failed statement would abort
+        the caller's work (and the timeout would outlast the statement), only the second."""
+        params = {"limit": SWEEP_BATCH, "schema": self._q.schema, "after": after}
+        if self._driver.statement_fails_alone():
+            try:
+                return await self._driver.fetch_one(
+                    self._q["store_sweep"], {**params, "lock_timeout": SWEEP_LOCK_TIMEOUT}
+                )
+            except errors.LockNotAvailable:
+                logger.debug("TTL sweep: a row is held by another transaction; skipping it")
+        return await self._driver.fetch_one(self._q["store_sweep_skip_locked"], params)
 
     def _refuse_write(self, operation: str) -> None:
         self._driver.refuse_write(operation)
