@@ -199,6 +199,38 @@ def test_hot_operations_run_on_the_threads_worker(citus_dsn: str) -> None:
         # the put's function is distributed by its thread argument: Citus delegates the call
         found = placement(citus_dsn, saver)
         assert found["pgsaver_put"][:2] == ("distributed", "p_thread")
+        # and its plan is the call pushed down to the thread's worker: one task (EXPLAIN runs
+        # nothing), as put_writes'
+        put_params = {
+            "thread_id": "hot",
+            "checkpoint_ns": "",
+            "checkpoint_id": "x",
+            "parent_checkpoint_id": None,
+            "run_id": None,
+            "type": "msgpack",
+            "checkpoint": b"",
+            "channel_versions": "{}",
+            "metadata": "{}",
+            "metadata_exact": None,
+            "blob_channels": [],
+            "blob_versions": [],
+            "blob_types": [],
+            "blob_values": [],
+        }
+        assert tasks(citus_dsn, q["put_call"], put_params) == 1
+        writes = {
+            "thread_id": "hot",
+            "checkpoint_ns": "",
+            "checkpoint_id": "x",
+            "task_id": "t",
+            "task_path": "",
+            "run_id": None,
+            "idxs": [0],
+            "channels": ["log"],
+            "types": ["msgpack"],
+            "values": [b""],
+        }
+        assert tasks(citus_dsn, q["put_writes_call"], writes) == 1
 
 
 def test_store_without_vectors_on_citus(citus_dsn: str) -> None:
