@@ -22,7 +22,7 @@ import os
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -40,6 +40,18 @@ class Cluster:
     dsn: str
     source: str
     stop: Callable[[], None] | None = None
+    #: the data directories of the workers this session started (the scripts' cluster), by
+    #: port: a test may stop one and start it again; empty for a cluster given by DSN
+    workers: dict[int, Path] = field(default_factory=dict)
+
+    def stop_worker(self, port: int) -> None:
+        """Stop a worker this session started (immediate: as a crash or a pulled cable)."""
+        _pg_ctl(self.workers[port], "-m", "immediate", "stop")
+
+    def start_worker(self, port: int) -> None:
+        _pg_ctl(
+            self.workers[port], "-l", str(self.workers[port].parent / "server.log"), "-w", "start"
+        )
 
     def node_dsns(self, dbname: str) -> list[str]:
         """Every node's DSN for ``dbname``: the coordinator first, then the workers."""
@@ -169,7 +181,17 @@ def find_cluster() -> Cluster | None:
         with contextlib.suppress(Exception):
             subprocess.run(["bash", script, "stop", str(CITUS_PORT)], timeout=120, check=False)
 
-    return Cluster(dsn, f"{script} on port {CITUS_PORT}", stop)
+    root = Path(os.environ.get("CITUS_DIR", "/tmp/citus-cluster"))
+    workers = {p: root / str(p) / "data" for p in (CITUS_PORT + 1, CITUS_PORT + 2)}
+    return Cluster(dsn, f"{script} on port {CITUS_PORT}", stop, workers)
+
+
+def _pg_ctl(data: Path, *args: str) -> None:
+    pgbin = next(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")).parent
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run(
+        [*as_pg, str(pgbin / "pg_ctl"), "-D", str(data), *args], check=True, capture_output=True
+    )
 
 
 @contextlib.contextmanager

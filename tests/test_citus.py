@@ -667,6 +667,96 @@ def test_a_worker_added_and_the_shards_rebalanced_while_graphs_run_loses_nothing
             assert len(history) == steps, t
 
 
+def test_a_worker_stopped_for_20_seconds_fails_no_call(
+    citus_cluster: citus.Cluster, citus_dsn: str
+) -> None:
+    """A worker down for 20 s (stopped at once, as a crash, then started): the calls of the
+    threads whose shards it holds fail on the coordinator with "connection to the remote node
+    ... failed" (class 08, this session intact), which the savers rerun until their timeout=
+    (30 s), not only the retry policy's 4 reruns (about 2 s); the graphs on the other worker's
+    threads go on meanwhile. No invoke fails, sync or async, and afterwards every thread reads
+    as the same chat on InMemorySaver. (Measured: docs/scaling.md, "A worker down".)"""
+    import asyncio
+    import threading
+    import time
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if not citus_cluster.workers:
+        pytest.skip("a cluster given by DSN: its workers are not this session's to stop")
+    port = max(citus_cluster.workers)
+    with PostgresSaver.from_conn_string(citus_dsn, max_size=1) as saver:
+        saver.setup()
+    with psycopg.connect(citus_dsn) as conn:  # threads whose shards the stopped worker holds
+        rows = conn.execute(
+            "SELECT t, nodeport FROM generate_series(0, 15) AS g(i), LATERAL ("
+            "SELECT 'down-' || g.i AS t) AS x, "
+            "LATERAL (SELECT nodeport FROM citus_shards "
+            "WHERE shardid = get_shard_id_for_distribution_column('pgsaver_checkpoints', x.t)) AS n"
+        ).fetchall()
+    on_it = [t for t, p in rows if p == port]
+    elsewhere = [t for t, p in rows if p != port]
+    assert on_it
+    assert elsewhere
+    threads = on_it[:2] + elsewhere[:2]
+    errors: list[BaseException] = []
+    turns: dict[str, int] = dict.fromkeys([*threads, "async-" + on_it[0]], 0)
+    stop = threading.Event()
+
+    def sync_writer(thread: str) -> None:
+        with PostgresSaver.from_conn_string(citus_dsn, max_size=2, timeout=30) as s:
+            app = graph(s)
+            while not stop.is_set():
+                try:
+                    app.invoke({"log": []}, {"configurable": {"thread_id": thread}})
+                    turns[thread] += 1
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+    async def async_writer(thread: str) -> None:
+        async with AsyncPostgresSaver.from_conn_string(citus_dsn, max_size=2, timeout=30) as s:
+            app = graph(s)
+            while not stop.is_set():
+                try:
+                    await app.ainvoke({"log": []}, {"configurable": {"thread_id": thread}})
+                    turns["async-" + on_it[0]] += 1
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+    writers = [threading.Thread(target=sync_writer, args=(t,)) for t in threads]
+    writers.append(threading.Thread(target=lambda: asyncio.run(async_writer("async-" + on_it[0]))))
+    for w in writers:
+        w.start()
+    try:
+        time.sleep(2)
+        citus_cluster.stop_worker(port)
+        try:
+            time.sleep(20)
+            during = dict(turns)
+            time.sleep(0.5)
+            # the threads of the worker still up went on while the other was down
+            assert all(turns[t] > during[t] for t in elsewhere[:2]) or errors, turns
+        finally:
+            citus_cluster.start_worker(port)
+        time.sleep(3)
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(60)
+    assert not errors, errors[:3]
+    assert all(turns[t] > during[t] for t in turns), (during, turns)  # all went on after it
+    reference = graph(InMemorySaver())
+    with PostgresSaver.from_conn_string(citus_dsn) as s:
+        app = graph(s)
+        for thread, n in turns.items():
+            for _ in range(n):
+                reference.invoke({"log": []}, {"configurable": {"thread_id": thread}})
+            config = {"configurable": {"thread_id": thread}}
+            assert app.get_state(config).values == reference.get_state(config).values, thread
+
+
 def test_setup_sql_distributes_on_citus_and_changes_nothing_more_on_one_server(
     citus_dsn: str, empty_db_dsn: str
 ) -> None:

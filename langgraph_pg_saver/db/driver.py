@@ -62,6 +62,7 @@ from langgraph_pg_saver.db.retry import (
     RetryPolicy,
     is_transient,
     lost_connection,
+    remote_failure,
     socket_readable,
 )
 from langgraph_pg_saver.db.sql import Queries
@@ -86,6 +87,10 @@ CLOSE_TIMEOUT = 5.0
 OPEN_FAILED_CLOSE = 1.0
 #: a rerun whose call's wait is spent still gets this long to find an idle connection
 _RERUN_MIN_WAIT = 0.1
+#: the longest pause between the reruns of a call that failed on another server the database
+#: uses (a Citus worker down: retry.remote_failure), so it goes on within about this long of it
+#: accepting again
+REMOTE_RETRY_PAUSE = 1.0
 #: how long the question after a refused write (is the server a standby?) waits for a connection:
 #: the error it adds to is already there, so it never waits the pool's whole timeout
 _IN_RECOVERY_WAIT = 2.0
@@ -424,7 +429,7 @@ class Driver:
                 retry += 1
                 if retry == 1:
                     deadline = self._rerun_deadline()
-                self._retry_or_raise(exc, retry)
+                self._retry_or_raise(exc, retry, deadline)
                 wait = self._rerun_wait(deadline)
 
     def _rerun_deadline(self) -> float:
@@ -443,10 +448,10 @@ class Driver:
         default) are spent inside the same wait."""
         return max(_RERUN_MIN_WAIT, deadline - _monotonic())
 
-    def _retry_or_raise(self, exc: Exception, retry: int) -> None:
+    def _retry_or_raise(self, exc: Exception, retry: int, deadline: float) -> None:
         """Return to rerun the operation that failed with ``exc`` (see :meth:`_may_retry`);
         otherwise raise: ``exc``, or the error of ours that says what it means."""
-        if self._may_retry(exc, retry):
+        if self._may_retry(exc, retry, deadline):
             return
         if self.state.closed and not isinstance(exc, PgSaverError):
             # cancelled by close(), or its pool closed under it
@@ -488,31 +493,41 @@ class Driver:
             logger.debug("could not list the missing privileges", exc_info=True)
         return privilege_error(self.owner, self.q.schema, exc, missing)
 
-    def _may_retry(self, exc: Exception, retry: int) -> bool:
+    def _may_retry(self, exc: Exception, retry: int, deadline: float | None = None) -> bool:
         """Whether to rerun an idempotent operation that failed with ``exc`` (retry number
-        ``retry``), after waiting its turn: only on a pool, while open, for a transient error."""
+        ``retry``), after waiting its turn: only on a pool, while open, for a transient error,
+        up to the policy's attempts; a failure the server reports about another server (a Citus
+        worker: ``retry.remote_failure``) until ``deadline`` too, pausing at most
+        ``REMOTE_RETRY_PAUSE`` between tries, so the call goes on within about that long of the
+        worker accepting again, as a call waiting for its own server does."""
         if (
             self.pool is None
             or self.state.closed
-            or retry >= self.retry.attempts
             or not is_transient(exc)
             or getattr(exc, "lgps_commit_unknown", False)
         ):
             return False
+        pause = self.retry.delay(retry)
+        left = None if deadline is None or not remote_failure(exc) else deadline - _monotonic()
+        remote = left is not None
+        if retry >= self.retry.attempts and (left is None or left <= 0):
+            return False
+        if left is not None:
+            pause = min(pause, REMOTE_RETRY_PAUSE, max(0.0, left))
         logger.warning(
-            "%s: retrying after %s: %s (retry %d of %d)",
+            "%s: retrying after %s: %s (retry %d of %s)",
             self.owner,
             type(exc).__name__,
             str(exc).strip().splitlines()[0] if str(exc).strip() else "",
             retry,
-            self.retry.attempts - 1,
+            "the call's timeout" if remote else self.retry.attempts - 1,
         )
         if lost_connection(exc):
             # the pool's other idle connections went with it, most likely (a restart, a
             # failover): drop the dead ones now rather than fail on each in turn
             with contextlib.suppress(Exception):
                 self.pool.check()
-        _sleep(self.retry.delay(retry))
+        _sleep(pause)
         self.state.retries += 1
         return not self.state.closed
 
@@ -684,7 +699,7 @@ class Driver:
                 retry += 1
                 if retry == 1:
                     deadline = self._rerun_deadline()
-                self._retry_or_raise(exc, retry)
+                self._retry_or_raise(exc, retry, deadline)
                 wait = self._rerun_wait(deadline)
 
     def _run_step_once(self, step: _steps.Step, wait: float | None = None) -> list[Row]:

@@ -70,10 +70,21 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError)
 
 
+def remote_failure(exc: BaseException) -> bool:
+    """A connection failure the server reports, at ERROR level, about another server it uses (a
+    Citus coordinator about the worker of a thread's shards, stopped or restarting; a foreign
+    server): this session is intact, and the statement can succeed once that server accepts
+    again, which no pool wait notices. The driver reruns such a call until its ``timeout`` is
+    spent, not only the policy's attempts."""
+    if not isinstance(exc, psycopg.Error) or exc.sqlstate is None:
+        return False
+    return exc.sqlstate.startswith("08") and exc.diag.severity_nonlocalized == "ERROR"
+
+
 def lost_connection(exc: BaseException) -> bool:
     """A transient error that also tells about the pool's other connections (a restart or a mass
     kill ends them all): worth checking the idle ones before the retry."""
-    if not isinstance(exc, psycopg.Error):
+    if not isinstance(exc, psycopg.Error) or remote_failure(exc):
         return False
     state = exc.sqlstate
     return state is None or state in _CONNECTION_SQLSTATES or state.startswith("08")
