@@ -1003,17 +1003,29 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_dist_partition
                WHERE logicalrelid = '{schema}.pgsaver_writes'::regclass) THEN
         SELECT array_agg(x.result) INTO failed
+        -- chr(37) || 's': run_command_on_shards's shard name placeholder, spelled so that the
+        -- statement holds no percent sign (sent with parameters or without, printed by setup --sql)
         FROM run_command_on_shards('{schema}.pgsaver_writes',
-                                   'ALTER TABLE %s ALTER COLUMN checkpoint_id SET (n_distinct = -0.1)')
+                                   'ALTER TABLE ' || chr(37) || 's ALTER COLUMN checkpoint_id '
+                                   || 'SET (n_distinct = -0.1)')
             AS x
         WHERE NOT x.success;
         IF failed IS NOT NULL THEN
-            RAISE WARNING 'the writes'' estimate (migration 0003) is not set on % shards: %',
-                cardinality(failed), failed[1];
+            RAISE WARNING USING MESSAGE = 'the writes'' estimate (migration 0003) is not set on '
+                || cardinality(failed) || ' shards: ' || failed[1];
         END IF;
     END IF;
 END
 $citus$
+
+-- name: citus_shard_estimates
+-- doctor, on a distributed schema: of the shards of pgsaver_writes, how many lack migration 0003's
+-- estimate (citus_shard_options set it on the shards setup() made; a shard a rebalance moved comes
+-- without it), and how many there are.
+SELECT count(*) FILTER (WHERE NOT x.success OR x.result NOT LIKE '%%n_distinct=-0.1%%'), count(*)
+FROM run_command_on_shards('{schema}.pgsaver_writes',
+    'SELECT attoptions::text FROM pg_attribute WHERE attrelid = ''%%s''::regclass '
+    || 'AND attname = ''checkpoint_id''') AS x
 
 -- ============================================================================ DeltaChannel history
 

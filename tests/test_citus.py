@@ -665,6 +665,24 @@ def test_a_worker_added_and_the_shards_rebalanced_while_graphs_run_loses_nothing
             assert app.get_state({"configurable": {"thread_id": t}}).values == expected, t
             history = list(app.get_state_history({"configurable": {"thread_id": t}}))
             assert len(history) == steps, t
+        # the moved shards came without migration 0003's estimate: doctor says so, and the
+        # CLI's setup sets it again on every shard
+        from langgraph_pg_saver.ops import doctor
+
+        checks = {c.check: c for c in doctor(saver).checks}
+        assert checks["citus shards"].status == "WARN"
+        assert "langgraph-pg-saver setup" in checks["citus shards"].fix
+        import subprocess
+        import sys
+
+        subprocess.run(
+            [sys.executable, "-m", "langgraph_pg_saver", "--dsn", citus_dsn, "setup"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        assert all("n_distinct=-0.1" in o for o in writes_estimates(citus_dsn))
+        assert "citus shards" not in {c.check for c in doctor(saver).checks}
 
 
 def test_a_worker_stopped_for_20_seconds_fails_no_call(

@@ -5,7 +5,9 @@ root checkpoints that ran them).
 
 A job is stopped for real: a statement trigger on the checkpoints table counts the job's delete
 statements (one per batch) and raises in the one after the k-th, so batches 1..k are committed and
-the (k+1)-th is rolled back, as when a deploy, a crash or Ctrl-C ends a job between batches.
+the (k+1)-th is rolled back, as when a deploy, a crash or Ctrl-C ends a job between batches. On
+Citus (``LANGGRAPH_PG_SAVER_TEST_ON_CITUS``) the trigger is on the shards and its counter a
+reference table.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import ON_CITUS
 from graphs import persistent_subgraph, research_chat
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, StateSnapshot
+from psycopg.types.json import Jsonb
 
 from langgraph_pg_saver import PostgresSaver
 
@@ -139,7 +143,24 @@ def assert_survivors_read_as_before(
 @pytest.fixture
 def stop_dsn(db_dsn: str) -> str:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
-        conn.execute(STOP_TRIGGER)  # type: ignore[arg-type]
+        if ON_CITUS:
+            # the trigger runs on the shards (on the workers), and its counter is a reference
+            # table, which each worker has and may update
+            # (one statement at a time: Citus sends a DDL statement's text to the workers)
+            conn.execute("SET citus.enable_unsafe_triggers = on")
+            table, insert, rest = STOP_TRIGGER.strip().split(";\n", 2)
+            function, trigger = rest.split("END $$;\n")
+            for statement in (table, insert, function + "END $$", trigger):
+                conn.execute(statement)  # type: ignore[call-overload]
+                if statement is table:
+                    conn.execute("SELECT create_reference_table('lgps_test_stop')")
+            # its update of the reference table runs from a statement on a shard (a test's
+            # counter: one job at a time updates it)
+            conn.execute(
+                "ALTER FUNCTION lgps_test_stop() SET citus.allow_nested_distributed_execution = on"
+            )
+        else:
+            conn.execute(STOP_TRIGGER)  # type: ignore[arg-type]
     return db_dsn
 
 
@@ -397,24 +418,40 @@ def test_idle_retention_and_keep_last_together_on_subgraph_threads(
     assert_owned(db_dsn, "new")
 
 
-REVERSE_IDS = """
-CREATE TEMP TABLE idmap AS
-SELECT a.checkpoint_id AS old, b.checkpoint_id AS new
-FROM (SELECT checkpoint_id, row_number() OVER (ORDER BY checkpoint_id) AS r
-      FROM pgsaver_checkpoints WHERE thread_id = %(t)s) AS a
-JOIN (SELECT checkpoint_id, row_number() OVER (ORDER BY checkpoint_id DESC) AS r
-      FROM pgsaver_checkpoints WHERE thread_id = %(t)s) AS b USING (r);
-UPDATE pgsaver_writes AS w SET checkpoint_id = m.new || '~'
-FROM idmap AS m WHERE w.thread_id = %(t)s AND w.checkpoint_id = m.old;
-UPDATE pgsaver_writes SET checkpoint_id = rtrim(checkpoint_id, '~') WHERE thread_id = %(t)s;
-UPDATE pgsaver_checkpoints AS c SET checkpoint_id = m.new || '~',
-    parent_checkpoint_id = (SELECT p.new FROM idmap AS p WHERE p.old = c.parent_checkpoint_id),
-    metadata = CASE WHEN c.metadata -> 'parents' ? '' THEN jsonb_set(c.metadata, '{parents,""}',
-        to_jsonb((SELECT o.new FROM idmap AS o WHERE o.old = c.metadata -> 'parents' ->> '')))
-        ELSE c.metadata END
-FROM idmap AS m WHERE c.thread_id = %(t)s AND c.checkpoint_id = m.old;
-UPDATE pgsaver_checkpoints SET checkpoint_id = rtrim(checkpoint_id, '~') WHERE thread_id = %(t)s;
-"""
+def reverse_ids(conn: psycopg.Connection[Any], thread: str) -> None:
+    """Give the thread's checkpoints each other's ids, the newest the smallest (parents, the
+    writes' checkpoint ids and the subgraph checkpoints' "parents" metadata mapped alike), one
+    row at a time by key (so that on Citus each statement runs on the thread's worker)."""
+    rows = conn.execute(
+        "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata"
+        " FROM pgsaver_checkpoints WHERE thread_id = %s",
+        (thread,),
+    ).fetchall()
+    ids = sorted(r[1] for r in rows)
+    new = dict(zip(ids, reversed(ids), strict=True))
+    for old, to in new.items():
+        conn.execute(
+            "UPDATE pgsaver_writes SET checkpoint_id = %s WHERE thread_id = %s"
+            " AND checkpoint_id = %s",
+            (to + "~", thread, old),
+        )
+    for ns, old, parent, metadata in rows:
+        parents = dict(metadata.get("parents") or {})
+        if "" in parents:
+            parents[""] = new.get(parents[""])
+            metadata = {**metadata, "parents": parents}
+        conn.execute(
+            "UPDATE pgsaver_checkpoints SET checkpoint_id = %s, parent_checkpoint_id = %s,"
+            " metadata = %s WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (new[old] + "~", parent and new.get(parent), Jsonb(metadata), thread, ns, old),
+        )
+    for table in ("pgsaver_writes", "pgsaver_checkpoints"):
+        for to in new.values():
+            conn.execute(
+                f"UPDATE {table} SET checkpoint_id = %s WHERE thread_id = %s"
+                " AND checkpoint_id = %s",
+                (to, thread, to + "~"),
+            )
 
 
 @pytest.mark.parametrize("batch", [1, 5])
@@ -427,8 +464,7 @@ def test_ids_out_of_time_order_never_break_a_survivor_either(
     graph = research_chat().compile(checkpointer=saver)
     chat(graph, "rev", 3)
     with psycopg.connect(stop_dsn, autocommit=True) as conn, conn.transaction():
-        for statement in REVERSE_IDS.split(";")[:-1]:
-            conn.execute(statement, {"t": "rev"})  # type: ignore[arg-type]
+        reverse_ids(conn, "rev")
     doomed = saver.retention(keep_last=1, thread_ids=["rev"], dry_run=True).checkpoints
     assert doomed > 10
 

@@ -61,6 +61,10 @@ def setup(c: Ctx, check: bool, print_sql: bool, after: int, local: bool, as_json
     try:
         with c.saver(check=False) as saver:
             saver.setup(check=check, distribute=False if local else None)
+            if not check and not local and saver._driver.find_citus():
+                # the writes' estimate on every shard, also those a rebalance moved since
+                # setup() distributed the schema (citus_shard_options; doctor's "citus shards")
+                saver._driver.execute(saver._q["citus_shard_options"], {})
     except SchemaOutdatedError as exc:
         if as_json:
             emit_json(

@@ -181,12 +181,23 @@ def _citus_check(doc: DoctorReport, driver: Driver) -> None:
             f"citus is installed; not distributed: {', '.join(missing)}",
             "langgraph-pg-saver setup (distributes them; docs/scaling.md)",
         )
-    else:
+        return
+    doc.add(
+        "citus",
+        "OK",
+        f"{tables}; {functions} functions distributed by p_thread; nothing is prepared on "
+        "Citus (the savers send the calls and router statements it runs on a thread's worker)",
+    )
+    counted = driver.fetch_one(q["citus_shard_estimates"], {})
+    lacking, shards = (int(counted[0]), int(counted[1])) if counted else (0, 0)
+    if lacking:
         doc.add(
-            "citus",
-            "OK",
-            f"{tables}; {functions} functions distributed by p_thread; nothing is prepared on "
-            "Citus (the savers send the calls and router statements it runs on a thread's worker)",
+            "citus shards",
+            "WARN",
+            f"{lacking} of {shards} shards of pgsaver_writes lack migration 0003's estimate of "
+            "checkpoint_id (a shard a rebalance moved comes without it): plans of pending-write "
+            "lookups there follow ANALYZE's estimate",
+            "langgraph-pg-saver setup (sets it on every shard; docs/scaling.md)",
         )
 
 
