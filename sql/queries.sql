@@ -2816,6 +2816,22 @@ WHERE p.prefix IS NOT NULL
       SELECT 1 FROM {schema}.pgsaver_store AS s
       WHERE s.prefix = p.prefix AND (s.expires_at IS NULL OR s.expires_at > now())))
 
+-- name: _sweep_gone
+-- The end of a TTL sweep batch (store_sweep, store_sweep_skip_locked), after its lock and batch
+-- CTEs: the batch deleted by its row addresses (a TID scan): the expiry is checked again on the
+-- row, not used to scan (statistics taken before the items expired made that an index scan of
+-- every expired row, each compared with every address, 4x the statement's time at 10,000);
+-- whether it held the sweep lock, how many it deleted and found, the last expiry found.
+), gone AS (
+    DELETE FROM {schema}.pgsaver_store AS s
+    WHERE s.ctid = ANY ((SELECT b.ats FROM batch AS b)::tid[])
+      AND coalesce(s.expires_at <= now(), false)
+    RETURNING 1
+)
+SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
+       b.found, b.last
+FROM batch AS b
+
 -- name: store_sweep
 -- One batch of the TTL sweep, if this statement holds the sweep lock (one sweeper at a time across
 -- workers): the first %(limit)s expired items from %(after)s on (NULL: from the first), in the
@@ -2847,18 +2863,7 @@ WITH lock AS MATERIALIZED (
         ORDER BY e.expires_at
         LIMIT %(limit)s
     ) AS d
-), gone AS (
-    -- by their row addresses (a TID scan): the expiry is checked again on the row, not used to
-    -- scan (statistics taken before the items expired made that an index scan of every expired
-    -- row, each compared with every address, 4x the statement's time at 10,000)
-    DELETE FROM {schema}.pgsaver_store AS s
-    WHERE s.ctid = ANY ((SELECT b.ats FROM batch AS b)::tid[])
-      AND coalesce(s.expires_at <= now(), false)
-    RETURNING 1
-)
-SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
-       b.found, b.last
-FROM batch AS b
+{_sweep_gone}
 
 -- name: store_sweep_skip_locked
 -- store_sweep for a batch whose fast path waited longer than its lock_timeout for a row another
@@ -2877,15 +2882,7 @@ WITH lock AS MATERIALIZED (
         LIMIT %(limit)s
         FOR UPDATE OF e SKIP LOCKED
     ) AS d
-), gone AS (
-    DELETE FROM {schema}.pgsaver_store AS s
-    WHERE s.ctid = ANY ((SELECT b.ats FROM batch AS b)::tid[])
-      AND coalesce(s.expires_at <= now(), false)
-    RETURNING 1
-)
-SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM gone) AS deleted,
-       b.found, b.last
-FROM batch AS b
+{_sweep_gone}
 
 -- ============================================================================ the Store: vectors
 -- pgsaver_store_vectors is made by the store's setup() when it has an index (its dimension is the

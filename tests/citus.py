@@ -9,6 +9,9 @@ Where the coordinator comes from, first match wins:
    repository, or ``LANGGRAPH_PG_SAVER_CITUS_SCRIPTS``), started on ``CITUS_PORT`` (56400 and the
    two ports after it) when Citus is installed in the machine's Postgres 15
    (``bash ../shared/citus/build.sh``); stopped again after the session if the tests started it.
+3. Where a Docker engine answers: the ``citusdata/citus`` image (``LANGGRAPH_PG_SAVER_CITUS_IMAGE``)
+   through testcontainers, a coordinator and two workers on a network of their own, each port
+   published to the host (the tests reach every node; the nodes know each other by name).
 
 Each test gets a database made on every node (``citus.enable_create_database_propagation``), the
 citus extension created in it on each node and the workers added: what a user's new database on
@@ -24,12 +27,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ENV_DSN = "LANGGRAPH_PG_SAVER_TEST_CITUS_DSN"
 ENV_SCRIPTS = "LANGGRAPH_PG_SAVER_CITUS_SCRIPTS"
+ENV_IMAGE = "LANGGRAPH_PG_SAVER_CITUS_IMAGE"
+CITUS_IMAGE = "citusdata/citus:13.2"
 CITUS_PORT = 56400
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -43,6 +49,14 @@ class Cluster:
     #: the data directories of the workers this session started (the scripts' cluster), by
     #: port: a test may stop one and start it again; empty for a cluster given by DSN
     workers: dict[int, Path] = field(default_factory=dict)
+    #: where the tests reach a node the cluster names (host, port) otherwise (containers: the
+    #: nodes' names on their network, published on the host's ports)
+    addresses: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    #: the coordinator as the workers reach it (None: the DSN's host and port)
+    coordinator: tuple[str, int] | None = None
+
+    def reach(self, host: str, port: int) -> tuple[str, int]:
+        return self.addresses.get((host, port), (host, port))
 
     def stop_worker(self, port: int) -> None:
         """Stop a worker this session started (immediate: as a crash or a pulled cable)."""
@@ -62,12 +76,23 @@ class Cluster:
             ).fetchall()
         coordinator = make_conninfo(self.dsn, dbname=dbname)
         params = conninfo_to_dict(self.dsn)
+        own = self.coordinator or (str(params.get("host")), int(params.get("port") or 5432))
         out = [coordinator]
         for host, port in nodes:
-            if str(port) == str(params.get("port")) and host in (params.get("host"), "127.0.0.1"):
+            if int(port) == own[1] and host in (own[0], "127.0.0.1"):
                 continue
-            out.append(make_conninfo(self.dsn, dbname=dbname, host=host, port=str(port)))
+            at, at_port = self.reach(host, int(port))
+            out.append(make_conninfo(self.dsn, dbname=dbname, host=at, port=str(at_port)))
         return out
+
+    def worker_names(self) -> list[tuple[str, int]]:
+        """The workers as the coordinator names them (its postgres database's pg_dist_node)."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' "
+                "AND isactive AND groupid <> 0 ORDER BY nodeport, nodename"
+            ).fetchall()
+        return [(str(h), int(p)) for h, p in rows]
 
     def create_db(self) -> str:
         """A new database on every node with citus in it and the workers added; its DSN."""
@@ -81,14 +106,14 @@ class Cluster:
                 conn.execute("SET client_min_messages = warning")
                 conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
         params = conninfo_to_dict(dsns[0])
+        own = self.coordinator or (
+            str(params.get("host") or "127.0.0.1"),
+            int(params.get("port") or 5432),
+        )
         with psycopg.connect(dsns[0], autocommit=True) as conn:
-            conn.execute(
-                "SELECT citus_set_coordinator_host(%s, %s::int)",
-                (params.get("host") or "127.0.0.1", int(params.get("port") or 5432)),
-            )
-            for dsn in dsns[1:]:
-                w = conninfo_to_dict(dsn)
-                conn.execute("SELECT citus_add_node(%s, %s::int)", (w["host"], int(w["port"])))
+            conn.execute("SELECT citus_set_coordinator_host(%s, %s::int)", own)
+            for host, port in self.worker_names():
+                conn.execute("SELECT citus_add_node(%s, %s::int)", (host, port))
         return dsns[0]
 
     def drop_db(self, dsn: str) -> None:
@@ -162,13 +187,14 @@ def _citus_installed() -> bool:
 
 
 def find_cluster() -> Cluster | None:
-    """The coordinator to test on, or None (nothing given, no scripts or Citus not built)."""
+    """The coordinator to test on, or None (nothing given, no scripts or Citus not built, no
+    Docker engine)."""
     given = os.environ.get(ENV_DSN)
     if given:
         return Cluster(given, f"{ENV_DSN}")
     scripts = _scripts()
     if scripts is None or not _citus_installed():
-        return None
+        return from_testcontainers()
     script = str(scripts / "cluster.sh")
     done = subprocess.run(
         ["bash", script, "start", str(CITUS_PORT)], capture_output=True, text=True, timeout=300
@@ -218,3 +244,81 @@ def copy_rows(source: str, target: str) -> None:
             ):
                 for data in out:
                     into.write(data)
+
+
+def from_testcontainers() -> Cluster | None:
+    """A coordinator and two workers of the ``citusdata/citus`` image where a Docker engine
+    answers (the probe of tests/pgserver.py), or None."""
+    from pgserver import docker_engine_answers
+
+    if not docker_engine_answers():
+        return None
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.network import Network
+
+    image = os.environ.get(ENV_IMAGE, CITUS_IMAGE)
+    network = Network().create()
+    names = ("coordinator", "worker1", "worker2")
+    containers: list[Any] = []
+
+    def stop() -> None:
+        for container in containers:
+            with contextlib.suppress(Exception):
+                container.stop()
+        with contextlib.suppress(Exception):
+            network.remove()
+
+    try:
+        for name in names:
+            container = (
+                DockerContainer(image)
+                .with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
+                .with_network(network)
+                .with_network_aliases(name)
+                .with_exposed_ports(5432)
+                .with_command("postgres -c wal_level=logical -c max_connections=300")
+            )
+            container.start()
+            containers.append(container)
+        addresses = {
+            (name, 5432): (c.get_container_host_ip(), int(c.get_exposed_port(5432)))
+            for name, c in zip(names, containers, strict=True)
+        }
+        dsns = {
+            name: f"postgresql://postgres@{host}:{port}/postgres"
+            for (name, _), (host, port) in addresses.items()
+        }
+        for dsn in dsns.values():
+            _wait_accepting(dsn)
+        with psycopg.connect(dsns["coordinator"], autocommit=True) as conn:
+            conn.execute("SET client_min_messages = warning")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
+            conn.execute("SELECT citus_set_coordinator_host('coordinator', 5432)")
+            for name in names[1:]:
+                conn.execute("SELECT citus_add_node(%s, 5432)", (name,))
+    except BaseException:
+        stop()
+        raise
+    return Cluster(
+        dsns["coordinator"],
+        f"testcontainers {image}",
+        stop,
+        addresses=addresses,
+        coordinator=("coordinator", 5432),
+    )
+
+
+def _wait_accepting(dsn: str, timeout: float = 120.0) -> None:
+    """Until a new container's server accepts connections (its init restarts it once)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -74,22 +74,29 @@ def _docker_socket_answers() -> bool:
     return True  # tcp:// and others: let the client's ping decide
 
 
-def from_testcontainers() -> Server | None:
+def docker_engine_answers() -> bool:
+    """Whether a Docker engine answers (testcontainers can start containers)."""
     if not _docker_socket_answers():
-        return None
+        return False
     try:
         import docker  # type: ignore[import-untyped]
     except ImportError:
-        return None
+        return False
     client = None
     try:
         client = docker.from_env(timeout=2)
         client.ping()
     except Exception:
-        return None
+        return False
     finally:
         if client is not None:
             client.close()
+    return True
+
+
+def from_testcontainers() -> Server | None:
+    if not docker_engine_answers():
+        return None
     from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
 
     container = PostgresContainer("postgres:16-alpine", driver=None)

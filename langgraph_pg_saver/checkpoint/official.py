@@ -59,6 +59,25 @@ _SOURCE_CTES = {
 }
 
 
+#: the end of a copy (``apply``, ``write``): the import record's upsert (the newest id imported
+#: only grows; the writes seen at it go with it), then the counts of what was copied
+_RECORDED = """    ON CONFLICT (source, thread_id, checkpoint_ns) DO UPDATE
+        SET last_id = greatest(pgsaver_imports.last_id, excluded.last_id),
+            head_writes = CASE WHEN excluded.last_id >= pgsaver_imports.last_id
+                               THEN excluded.head_writes ELSE pgsaver_imports.head_writes END,
+            imported_at = excluded.imported_at
+        WHERE pgsaver_imports.last_id IS DISTINCT FROM excluded.last_id
+           OR pgsaver_imports.head_writes IS DISTINCT FROM excluded.head_writes
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes
+                              UNION SELECT thread_id FROM blobs
+                              UNION SELECT thread_id FROM inline) AS x),
+       (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM writes),
+       (SELECT count(*) FROM blobs) + (SELECT count(*) FROM inline),
+"""
+
+
 class Source:
     """The official saver's tables in ``schema``, and the statements that read them into ours."""
 
@@ -455,21 +474,7 @@ SELECT (SELECT count(*) FROM (SELECT thread_id FROM imp UNION SELECT thread_id F
            now()
     FROM kept AS k
     WHERE k.last_id IS NOT NULL
-    ON CONFLICT (source, thread_id, checkpoint_ns) DO UPDATE
-        SET last_id = greatest(pgsaver_imports.last_id, excluded.last_id),
-            head_writes = CASE WHEN excluded.last_id >= pgsaver_imports.last_id
-                               THEN excluded.head_writes ELSE pgsaver_imports.head_writes END,
-            imported_at = excluded.imported_at
-        WHERE pgsaver_imports.last_id IS DISTINCT FROM excluded.last_id
-           OR pgsaver_imports.head_writes IS DISTINCT FROM excluded.head_writes
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes
-                              UNION SELECT thread_id FROM blobs
-                              UNION SELECT thread_id FROM inline) AS x),
-       (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM writes),
-       (SELECT count(*) FROM blobs) + (SELECT count(*) FROM inline),
-       (SELECT count(*) FROM imp WHERE created IS NULL),{self._tally()},
+{_RECORDED}       (SELECT count(*) FROM imp WHERE created IS NULL),{self._tally()},
        (SELECT count(*) FROM recorded)
 """.encode()
 
@@ -581,20 +586,6 @@ SELECT ARRAY(SELECT i.checkpoint_ns FROM imp AS i ORDER BY 1, i.checkpoint_id),
                  ORDER BY 1),
            now()
     FROM unnest(%(d_k_nss)s::text[], %(d_k_last)s::text[]) AS k(checkpoint_ns, last_id)
-    ON CONFLICT (source, thread_id, checkpoint_ns) DO UPDATE
-        SET last_id = greatest(pgsaver_imports.last_id, excluded.last_id),
-            head_writes = CASE WHEN excluded.last_id >= pgsaver_imports.last_id
-                               THEN excluded.head_writes ELSE pgsaver_imports.head_writes END,
-            imported_at = excluded.imported_at
-        WHERE pgsaver_imports.last_id IS DISTINCT FROM excluded.last_id
-           OR pgsaver_imports.head_writes IS DISTINCT FROM excluded.head_writes
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes
-                              UNION SELECT thread_id FROM blobs
-                              UNION SELECT thread_id FROM inline) AS x),
-       (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM writes),
-       (SELECT count(*) FROM blobs) + (SELECT count(*) FROM inline),
-       %(untimed)s::bigint, %(already)s::bigint, %(unchanged)s::bigint, %(deleted)s::bigint,
+{_RECORDED}       %(untimed)s::bigint, %(already)s::bigint, %(unchanged)s::bigint, %(deleted)s::bigint,
        %(bad)s::text[], (SELECT count(*) FROM recorded)
 """.encode()
