@@ -7,7 +7,7 @@ Where the coordinator comes from, first match wins:
    databases); its workers must accept the same user.
 2. The local cluster of the workplace's Citus scripts (``../shared/citus/cluster.sh``, beside the
    repository, or ``LANGGRAPH_PG_SAVER_CITUS_SCRIPTS``), started on ``CITUS_PORT`` (56400 and the
-   two ports after it) when Citus is installed in the machine's Postgres 15
+   two ports after it; ``LANGGRAPH_PG_SAVER_CITUS_PORT`` moves it) when Citus is installed in the machine's Postgres 15
    (``bash ../shared/citus/build.sh``); stopped again after the session if the tests started it.
 3. Where a Docker engine answers: the ``citusdata/citus`` image (``LANGGRAPH_PG_SAVER_CITUS_IMAGE``)
    through testcontainers, a coordinator and two workers on a network of their own, each port
@@ -36,7 +36,7 @@ ENV_DSN = "LANGGRAPH_PG_SAVER_TEST_CITUS_DSN"
 ENV_SCRIPTS = "LANGGRAPH_PG_SAVER_CITUS_SCRIPTS"
 ENV_IMAGE = "LANGGRAPH_PG_SAVER_CITUS_IMAGE"
 CITUS_IMAGE = "citusdata/citus:13.2"
-CITUS_PORT = 56400
+CITUS_PORT = int(os.environ.get("LANGGRAPH_PG_SAVER_CITUS_PORT", "56400"))
 _REPO = Path(__file__).resolve().parent.parent
 
 

@@ -172,9 +172,9 @@ def threads(
     newest activity first (``order="activity"``), or the largest (``"bytes"``) or longest
     (``"checkpoints"``) first; only those with a checkpoint whose metadata holds ``flt``, or idle
     longer than ``idle_for``."""
-    driver = saver._driver
+    driver, q = saver._driver, _queries(saver)
     rows = driver.fetch_all(
-        _queries(saver)["ops_threads"],
+        q["ops_threads"],
         {
             "filter": json.dumps(flt) if flt else None,
             "idle_for": idle_for,
@@ -187,8 +187,8 @@ def threads(
 
 def thread_count(saver: PostgresSaver, start_after: str = "") -> int:
     """How many threads sort after ``start_after`` (what a prune of them all walks)."""
-    driver = saver._driver
-    row = driver.fetch_one(_queries(saver)["ops_thread_count"], {"after": start_after})
+    driver, q = saver._driver, _queries(saver)
+    row = driver.fetch_one(q["ops_thread_count"], {"after": start_after})
     return int(row[0]) if row is not None else 0
 
 
