@@ -6,9 +6,11 @@ Where the coordinator comes from, first match wins:
 1. ``LANGGRAPH_PG_SAVER_TEST_CITUS_DSN``: an existing coordinator (a superuser's DSN to any of its
    databases); its workers must accept the same user.
 2. The local cluster of the workplace's Citus scripts (``../shared/citus/cluster.sh``, beside the
-   repository, or ``LANGGRAPH_PG_SAVER_CITUS_SCRIPTS``), started on ``CITUS_PORT`` (56400 and the
-   two ports after it; ``LANGGRAPH_PG_SAVER_CITUS_PORT`` moves it) when Citus is installed in the machine's Postgres 15
-   (``bash ../shared/citus/build.sh``); stopped again after the session if the tests started it.
+   repository, or ``LANGGRAPH_PG_SAVER_CITUS_SCRIPTS``), started on ``CITUS_PORT`` (29400 and the
+   two ports after it, below the ports the kernel hands out to outgoing connections, so that none
+   holds one of them; ``LANGGRAPH_PG_SAVER_CITUS_PORT`` moves it) when Citus is installed in the
+   machine's Postgres 15 (``bash ../shared/citus/build.sh``); stopped again after the session if
+   the tests started it.
 3. Where a Docker engine answers: the ``citusdata/citus`` image (``LANGGRAPH_PG_SAVER_CITUS_IMAGE``)
    through testcontainers, a coordinator and two workers on a network of their own, each port
    published to the host (the tests reach every node; the nodes know each other by name).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ ENV_DSN = "LANGGRAPH_PG_SAVER_TEST_CITUS_DSN"
 ENV_SCRIPTS = "LANGGRAPH_PG_SAVER_CITUS_SCRIPTS"
 ENV_IMAGE = "LANGGRAPH_PG_SAVER_CITUS_IMAGE"
 CITUS_IMAGE = "citusdata/citus:13.2"
-CITUS_PORT = int(os.environ.get("LANGGRAPH_PG_SAVER_CITUS_PORT", "56400"))
+CITUS_PORT = int(os.environ.get("LANGGRAPH_PG_SAVER_CITUS_PORT", "29400"))
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -196,9 +199,13 @@ def find_cluster() -> Cluster | None:
     if scripts is None or not _citus_installed():
         return from_testcontainers()
     script = str(scripts / "cluster.sh")
-    done = subprocess.run(
-        ["bash", script, "start", str(CITUS_PORT)], capture_output=True, text=True, timeout=300
-    )
+    for attempt in range(3):  # a port of the three may be held a moment (a closing socket)
+        done = subprocess.run(
+            ["bash", script, "start", str(CITUS_PORT)], capture_output=True, text=True, timeout=300
+        )
+        if done.returncode == 0:
+            break
+        time.sleep(5 * (attempt + 1))
     if done.returncode != 0:
         raise RuntimeError(f"{script} start {CITUS_PORT} failed: {done.stderr.strip()[-2000:]}")
     dsn = done.stdout.strip().splitlines()[-1]
@@ -310,8 +317,6 @@ def from_testcontainers() -> Cluster | None:
 
 def _wait_accepting(dsn: str, timeout: float = 120.0) -> None:
     """Until a new container's server accepts connections (its init restarts it once)."""
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         try:

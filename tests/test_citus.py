@@ -21,6 +21,7 @@ from psycopg import ClientCursor
 
 from langgraph_pg_saver import (
     AsyncPostgresSaver,
+    KeyringSerializer,
     PgSaverError,
     PostgresSaver,
     PostgresStore,
@@ -775,6 +776,44 @@ def test_a_worker_stopped_for_20_seconds_fails_no_call(
                 reference.invoke({"log": []}, {"configurable": {"thread_id": thread}})
             config = {"configurable": {"thread_id": thread}}
             assert app.get_state(config).values == reference.get_state(config).values, thread
+
+
+def test_sealed_copies_and_a_key_rotation_on_citus(citus_dsn: str) -> None:
+    """Under a KeyringSerializer: copy_thread into a thread on the other worker seals the copy
+    for its place (the reseal names the target: it runs on the target's worker), and reencrypt
+    with a new current key seals every thread again, a thread at a time; every thread then
+    reads as before under the new key alone."""
+    k1, k2 = b"1" * 32, b"2" * 32
+    with PostgresSaver.from_conn_string(citus_dsn, max_size=1) as saver:
+        saver.setup()
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        # two threads whose shards are on different workers
+        rows = conn.execute(
+            "SELECT x.t, (SELECT nodeport FROM citus_shards WHERE shardid = "
+            "get_shard_id_for_distribution_column('pgsaver_checkpoints', x.t)) "
+            "FROM unnest(ARRAY['s-0', 's-1', 's-2', 's-3', 's-4', 's-5']) AS x(t)"
+        ).fetchall()
+    source = rows[0][0]
+    target = next(t for t, port in rows if port != rows[0][1])
+    with PostgresSaver.from_conn_string(citus_dsn, serde=KeyringSerializer({"k1": k1})) as saver:
+        app = graph(saver)
+        for _ in range(3):
+            app.invoke({"log": []}, {"configurable": {"thread_id": source}})
+        saver.copy_thread(source, target)
+        before = {
+            t: app.get_state({"configurable": {"thread_id": t}}).values for t in (source, target)
+        }
+        assert before[source] == before[target] == {"log": ["a", "b"] * 3}
+    rotated = KeyringSerializer({"k2": k2, "k1": k1})
+    with PostgresSaver.from_conn_string(citus_dsn, serde=rotated) as saver:
+        report = saver.reencrypt()
+        assert report.threads == 2
+        assert saver.reencrypt(dry_run=True).checkpoints == 0  # nothing left under k1
+    with PostgresSaver.from_conn_string(citus_dsn, serde=KeyringSerializer({"k2": k2})) as saver:
+        app = graph(saver)
+        for t, values in before.items():
+            assert app.get_state({"configurable": {"thread_id": t}}).values == values, t
+            app.invoke({"log": []}, {"configurable": {"thread_id": t}})
 
 
 def test_setup_sql_distributes_on_citus_and_changes_nothing_more_on_one_server(

@@ -351,7 +351,9 @@ def copy_thread(
     def sealed(rows: Rows) -> Step | None:
         if crypt is None or not rows:
             return None
-        return Step((Stmt(q["reseal"], reseal_params(crypt, rows, source=src)),))
+        resealed = reseal_params(crypt, rows, source=src)
+        resealed["thread_ids"] = [dst]  # the rows are the target's (on Citus: its worker)
+        return Step((Stmt(q["reseal"], resealed),))
 
     # the target is locked (concurrent copies into it, or puts to it, wait for this one) and the
     # source shared (its puts go on, its prunes wait); the metadata index merges its pending

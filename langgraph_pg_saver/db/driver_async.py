@@ -73,6 +73,7 @@ from langgraph_pg_saver.db.policy import (
 from langgraph_pg_saver.db.retry import (
     DEFAULT_RETRY,
     RetryPolicy,
+    duplicate_key,
     is_transient,
     lost_connection,
     remote_failure,
@@ -364,6 +365,9 @@ class AsyncDriver:
         if in_pipeline(conn):
             # the caller's pipeline: a nested block, synced when the operation ends
             async with conn.pipeline(), conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                if self.finds_citus and self.state.citus is None:
+                    # the statements' forms, before the first renders (a catalog read)
+                    await self._find_citus(conn)
                 yield cur
             return
         switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
@@ -616,8 +620,8 @@ class AsyncDriver:
             try:
                 await cur.execute(unprepared[0], unprepared[1](call.params))
                 return
-            except errors.UniqueViolation:
-                if call.upsert is None:
+            except (errors.UniqueViolation, errors.InternalError_) as exc:
+                if call.upsert is None or not duplicate_key(exc):
                     raise
                 await cur.execute(call.upsert, call.params)
                 return
@@ -630,8 +634,8 @@ class AsyncDriver:
             query, upsert = call.plain
         try:
             await cur.execute(query, call.params, prepare=prepare_flag(query, conn))
-        except errors.UniqueViolation:
-            if upsert is None:
+        except (errors.UniqueViolation, errors.InternalError_) as exc:
+            if upsert is None or not duplicate_key(exc):
                 raise
             await cur.execute(upsert, call.params)
         except (errors.UndefinedFunction, errors.InsufficientPrivilege) as exc:

@@ -70,6 +70,18 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError)
 
 
+def duplicate_key(exc: BaseException) -> bool:
+    """A unique violation: SQLSTATE 23505, or as Citus reports one that a worker raised in a
+    statement it ran in steps (SQLSTATE XX000, the worker's message kept): the put that hit it
+    falls back to its upsert either way."""
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return True
+    if not isinstance(exc, psycopg.errors.InternalError_):
+        return False
+    message = exc.diag.message_primary or ""
+    return message.startswith("duplicate key value violates unique constraint")
+
+
 def remote_failure(exc: BaseException) -> bool:
     """A connection failure the server reports, at ERROR level, about another server it uses (a
     Citus coordinator about the worker of a thread's shards, stopped or restarting; a foreign
