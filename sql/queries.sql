@@ -2490,17 +2490,17 @@ FOR NO KEY UPDATE
 
 -- name: reencrypt_threads
 -- reencrypt's walk on Citus, where it seals a thread at a time: the next %(limit)s threads after
--- %(after)s holding rows in any of the three tables (a value of a thread left without checkpoints
+-- %(after)s (from the first, the empty id included, with %(first)s) holding rows in any of the three tables (a value of a thread left without checkpoints
 -- is sealed again too, as on one server), each table's first ones merged by the coordinator.
 SELECT x.thread_id FROM (
     (SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
-     WHERE c.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+     WHERE (%(first)s OR c.thread_id > %(after)s) ORDER BY 1 LIMIT %(limit)s)
     UNION
     (SELECT DISTINCT w.thread_id FROM {schema}.pgsaver_writes AS w
-     WHERE w.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+     WHERE (%(first)s OR w.thread_id > %(after)s) ORDER BY 1 LIMIT %(limit)s)
     UNION
     (SELECT DISTINCT b.thread_id FROM {schema}.pgsaver_blobs AS b
-     WHERE b.thread_id > %(after)s ORDER BY 1 LIMIT %(limit)s)
+     WHERE (%(first)s OR b.thread_id > %(after)s) ORDER BY 1 LIMIT %(limit)s)
 ) AS x
 ORDER BY 1
 LIMIT %(limit)s
@@ -2601,9 +2601,11 @@ LIMIT %(limit)s
 -- name: ops_tables__citus
 -- On Citus: ops_tables with the sizes and tuple counts of a distributed table's shards (the
 -- coordinator's own table is an empty shell): citus_total_relation_size and citus_relation_size,
--- and each shard's statistics read on its worker (run_command_on_shards); the store's tables stay
--- on the coordinator and read as on one server.
-SELECT t.name, greatest(c.reltuples, 0)::bigint,
+-- and each shard's statistics read on its worker (run_command_on_shards; the estimate of rows is
+-- their live tuples); the store's tables stay on the coordinator and read as on one server.
+SELECT t.name,
+       CASE WHEN d.partmethod IS NULL THEN greatest(c.reltuples, 0)::bigint
+            ELSE coalesce(sh.live, 0) END,
        CASE WHEN d.partmethod IS NULL THEN pg_total_relation_size(c.oid)
             ELSE citus_total_relation_size(c.oid) END,
        CASE WHEN d.partmethod IS NULL THEN pg_relation_size(c.oid)
@@ -2619,8 +2621,10 @@ LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
 LEFT JOIN LATERAL (
     -- a reference table's shards are copies: the first one's figures
-    SELECT sum(split_part(x.result, '|', 1)::bigint) FILTER (WHERE d.partmethod = 'h' OR x.first) AS live,
-           sum(split_part(x.result, '|', 2)::bigint) FILTER (WHERE d.partmethod = 'h' OR x.first) AS dead,
+    SELECT (sum(split_part(x.result, '|', 1)::bigint)
+                FILTER (WHERE d.partmethod = 'h' OR x.first))::bigint AS live,
+           (sum(split_part(x.result, '|', 2)::bigint)
+                FILTER (WHERE d.partmethod = 'h' OR x.first))::bigint AS dead,
            max(nullif(split_part(x.result, '|', 3), '')::timestamptz) AS vacuumed
     FROM (SELECT c.oid WHERE d.partmethod IS NOT NULL) AS dist
     CROSS JOIN LATERAL (

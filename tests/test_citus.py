@@ -799,15 +799,17 @@ def test_sealed_copies_and_a_key_rotation_on_citus(citus_dsn: str) -> None:
         app = graph(saver)
         for _ in range(3):
             app.invoke({"log": []}, {"configurable": {"thread_id": source}})
+        app.invoke({"log": []}, {"configurable": {"thread_id": ""}})  # the first id of all
         saver.copy_thread(source, target)
         before = {
-            t: app.get_state({"configurable": {"thread_id": t}}).values for t in (source, target)
+            t: app.get_state({"configurable": {"thread_id": t}}).values
+            for t in (source, target, "")
         }
         assert before[source] == before[target] == {"log": ["a", "b"] * 3}
     rotated = KeyringSerializer({"k2": k2, "k1": k1})
     with PostgresSaver.from_conn_string(citus_dsn, serde=rotated) as saver:
         report = saver.reencrypt()
-        assert report.threads == 2
+        assert report.threads == 3
         assert saver.reencrypt(dry_run=True).checkpoints == 0  # nothing left under k1
     with PostgresSaver.from_conn_string(citus_dsn, serde=KeyringSerializer({"k2": k2})) as saver:
         app = graph(saver)

@@ -636,9 +636,9 @@ def reencrypt(
             q, crypt, {**base, "thread_ids": [thread]}, batch, total, counted, progress
         )
         return total
-    after = ""
+    after: str | None = None
     while True:
-        walk = {"after": after, "limit": DEFAULT_THREAD_BATCH}
+        walk = {"after": after or "", "first": after is None, "limit": DEFAULT_THREAD_BATCH}
         rows = yield Step((Stmt(q["reencrypt_threads"], walk),))
         ids = [r[0] for r in rows]
         for t in ids:

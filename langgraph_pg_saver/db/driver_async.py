@@ -114,6 +114,8 @@ _RERUN_MIN_WAIT = 0.1
 #: uses (a Citus worker down: retry.remote_failure), so it goes on within about this long of it
 #: accepting again
 REMOTE_RETRY_PAUSE = 1.0
+#: and the shortest (a policy without delays does not spin against the coordinator)
+REMOTE_RETRY_MIN_PAUSE = 0.05
 #: how long the question after a refused write (is the server a standby?) waits for a connection:
 #: the error it adds to is already there, so it never waits the pool's whole timeout
 _IN_RECOVERY_WAIT = 2.0
@@ -368,6 +370,8 @@ class AsyncDriver:
                 if self.finds_citus and self.state.citus is None:
                     # the statements' forms, before the first renders (a catalog read)
                     await self._find_citus(conn)
+                if self.state.citus:
+                    conn.prepare_threshold = None
                 yield cur
             return
         switched = needs_autocommit_switch(conn.autocommit, conn.info.transaction_status)
@@ -558,12 +562,13 @@ class AsyncDriver:
         ):
             return False
         pause = self.retry.delay(retry)
-        left = None if deadline is None or not remote_failure(exc) else deadline - _monotonic()
-        remote = left is not None
-        if retry >= self.retry.attempts and (left is None or left <= 0):
+        # a policy of no retries (attempts=1) is kept for these too: errors at once
+        remote = deadline is not None and self.retry.attempts > 1 and remote_failure(exc)
+        left = deadline - _monotonic() if remote and deadline is not None else 0.0
+        if retry >= self.retry.attempts and left <= 0:
             return False
-        if left is not None:
-            pause = min(pause, REMOTE_RETRY_PAUSE, max(0.0, left))
+        if remote and left > 0:
+            pause = max(REMOTE_RETRY_MIN_PAUSE, min(pause, REMOTE_RETRY_PAUSE, left))
         logger.warning(
             "%s: retrying after %s: %s (retry %d of %s)",
             self.owner,

@@ -12,6 +12,7 @@ after :meth:`close`, or after any other error.
 from __future__ import annotations
 
 import random
+import re
 import select
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,8 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1 for the first rerun)."""
-        ceiling = min(self.max_delay, self.initial_delay * 2 ** (retry - 1))
+        # the exponent capped: a call rerun until its timeout may count many retries
+        ceiling = min(self.max_delay, self.initial_delay * 2 ** min(retry - 1, 32))
         return random.uniform(ceiling / 2, ceiling)
 
 
@@ -70,6 +72,9 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError)
 
 
+_OUR_KEY = re.compile(r"\bpgsaver_(?:checkpoints|blobs|writes|imports)_pkey(?:_\d+)?\b")
+
+
 def duplicate_key(exc: BaseException) -> bool:
     """A unique violation: SQLSTATE 23505, or as Citus reports one that a worker raised in a
     statement it ran in steps (SQLSTATE XX000, the worker's message kept): the put that hit it
@@ -78,8 +83,12 @@ def duplicate_key(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, psycopg.errors.InternalError_):
         return False
+    # the worker's message, in its lc_messages: the English text, or a key of ours it names
+    # (a shard's index: pgsaver_blobs_pkey_102050)
     message = exc.diag.message_primary or ""
-    return message.startswith("duplicate key value violates unique constraint")
+    return message.startswith("duplicate key value violates unique constraint") or bool(
+        _OUR_KEY.search(message)
+    )
 
 
 def remote_failure(exc: BaseException) -> bool:

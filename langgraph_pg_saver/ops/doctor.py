@@ -11,8 +11,15 @@ import psycopg
 
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.db.driver import Driver
+from langgraph_pg_saver.db.sql import Queries
 from langgraph_pg_saver.errors import PgSaverError, PrivilegeError
-from langgraph_pg_saver.ops.reports import Record, _schema_version, human_bytes, one_line
+from langgraph_pg_saver.ops.reports import (
+    Record,
+    _queries,
+    _schema_version,
+    human_bytes,
+    one_line,
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ def doctor(saver: PostgresSaver, report: DoctorReport | None = None) -> DoctorRe
     way is reported as the connection's."""
     report = DoctorReport() if report is None else report
     try:
-        _doctor_checks(report, saver._driver)
+        _doctor_checks(report, saver)
     except psycopg.OperationalError as exc:
         report.add(
             "connection",
@@ -63,7 +70,8 @@ def doctor(saver: PostgresSaver, report: DoctorReport | None = None) -> DoctorRe
     return report
 
 
-def _doctor_checks(doc: DoctorReport, driver: Driver) -> None:
+def _doctor_checks(doc: DoctorReport, saver: PostgresSaver) -> None:
+    driver = saver._driver
     q = driver.q
     schema = q.schema
     with driver.connection() as conn, driver.cursor_on(conn) as cur:
@@ -154,7 +162,8 @@ def _doctor_checks(doc: DoctorReport, driver: Driver) -> None:
     if not _privileges(doc, driver, role) or not applied:
         return
     _citus_check(doc, driver)
-    _table_checks(doc, driver, jit, toast, has_lz4, role)
+    # on Citus the tables' figures are their shards' (the coordinator's tables are shells)
+    _table_checks(doc, driver, _queries(saver), jit, toast, has_lz4, role)
 
 
 def _citus_check(doc: DoctorReport, driver: Driver) -> None:
@@ -202,9 +211,14 @@ def _citus_check(doc: DoctorReport, driver: Driver) -> None:
 
 
 def _table_checks(
-    doc: DoctorReport, driver: Driver, jit: str, toast: str, has_lz4: bool, role: str
+    doc: DoctorReport,
+    driver: Driver,
+    q: Queries,
+    jit: str,
+    toast: str,
+    has_lz4: bool,
+    role: str,
 ) -> None:
-    q = driver.q
     tables = {r[0]: r for r in driver.fetch_all(q["ops_tables"], {"schema": q.schema})}
     if not has_lz4:
         doc.add("compression", "OK", "this server has no lz4; values are compressed with pglz")
