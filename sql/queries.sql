@@ -3065,14 +3065,17 @@ inner_product
 -- (rules.nearest_ddl). It counts the items the prefix and prefilter select up to %(probe)s and
 -- scans those exactly when fewer, else reads the %(cand)s nearest vectors of the ANN index
 -- (iterative scans, hnsw.ef_search %(ef)s, ivfflat.probes %(probes)s: settings scoped to the call by its SET clauses), and
--- falls back to the exact scan when the index gives fewer than %(n)s items. Rows: the %(n)s
+-- falls back to the exact scan when the index gives fewer than %(n)s items (with
+-- ann_index_config's iterative_scan off, what the index's first candidates give is the answer,
+-- and the exact scan is chosen only where it costs less than those). Rows: the %(n)s
 -- nearest items (the first %(skip)s left out), then up to %(ulim)s without vectors (newest
 -- first), %(total)s in all; distance NULL for those.
 SELECT f.prefix, f.key, f.value, f.value_exact, f.created_at, f.updated_at, f.ttl_minutes,
        f.distance
 FROM {schema}.pgsaver_store_nearest_{vdist}(
     %(query)s, %(prefix)s, %(below)s, %(filter)s::jsonb, %(omit_expired)s, %(probe)s::integer,
-    %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s, %(probes)s) AS f
+    %(cand)s, %(n)s, %(skip)s, %(ulim)s, %(total)s, %(ef)s, %(tuples)s, %(probes)s,
+    %(scan)s::text) AS f
 
 -- name: store_function
 -- Whether a function setup() makes for an index (search, write) exists in the schema

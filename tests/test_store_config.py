@@ -115,6 +115,10 @@ def test_search_options_are_kept_on_the_index_spec(caplog: pytest.LogCaptureFixt
     )
     assert dict(spec.search) == {"ef_search": 100, "probes": 3}
     assert spec.ann == {}
+    assert spec.iterative_scan == "relaxed_order"  # the default: the nearest, whole
+    for scan in ("off", "strict_order", "relaxed_order"):
+        given = {"kind": "hnsw", "iterative_scan": scan}
+        assert rules.index_spec({**base, "ann_index_config": given}).iterative_scan == scan
     with caplog.at_level("WARNING", logger="langgraph_pg_saver"):
         spec = rules.index_spec({**base, "ann_index_config": {"kind": "ivfflat", "m": 16}})
     assert spec.ann == {}
@@ -125,6 +129,8 @@ def test_search_options_are_kept_on_the_index_spec(caplog: pytest.LogCaptureFixt
         ({"kind": "hnsw", "ef_search": 5000}, "ef_search must be at most 1000"),
         ({"kind": "ivfflat", "lists": 4, "nlist": 5}, "lists twice"),
         ({"kind": "lsh"}, "kind"),
+        ({"kind": "hnsw", "iterative_scan": "strict"}, "iterative_scan must be one of"),
+        ({"kind": "hnsw", "iterative_scan": False}, "iterative_scan must be one of"),
     ):
         with pytest.raises(InvalidInputError, match=words):
             rules.index_spec({**base, "ann_index_config": bad})

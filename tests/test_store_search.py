@@ -392,3 +392,96 @@ def test_filter_keys_jsonb_cannot_hold_are_checked_not_sent(vector_dsn: str) -> 
             found = store.search(("k",), query=query, filter={"m": {"b\x00": "y"}})
             assert [i.key for i in found] == ["nul"]
             assert store.search(("k",), query=query, filter={"a\ud800": "x"}) == []
+
+
+# --------------------------------------------------------------------------- iterative_scan off
+
+
+def _tagged(i: int) -> str:
+    return "rare" if i % 100 == 7 else "tenth" if i % 10 == 3 else "common"
+
+
+def test_iterative_scan_off_answers_from_the_first_candidates(vector_dsn: str) -> None:
+    """``ann_index_config={"iterative_scan": "off"}``: where the matches are many, the answer is
+    what the index's first ``ef_search`` candidates give (the official store's search: it may
+    be short, every item in it with its exact score, nearest first); where they are few, the
+    exact scan (whole); a filter the statistics estimate well past the bound is not counted.
+    The default ("relaxed_order") answers whole everywhere."""
+    rng = random.Random(11)
+    values = [
+        {"text": " ".join(rng.choice(WORDS) for _ in range(6)), "tag": _tagged(i)}
+        for i in range(4_000)
+    ]
+    base = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    off = {**base, "ann_index_config": {"kind": "hnsw", "iterative_scan": "off"}}
+    memory = InMemoryStore(index=base)  # type: ignore[arg-type]
+    with (
+        PostgresStore.from_conn_string(vector_dsn, index=base) as whole,  # type: ignore[arg-type]
+        PostgresStore.from_conn_string(vector_dsn, index=off) as first,  # type: ignore[arg-type]
+    ):
+        assert first.index_spec is not None
+        assert first.index_spec.iterative_scan == "off"
+        whole.setup()
+        for start in range(0, 4_000, 1_000):
+            ops = [PutOp(("t",), f"m{i}", values[i]) for i in range(start, start + 1_000)]
+            whole.batch(ops)
+            memory.batch(ops)
+        with psycopg.connect(vector_dsn, autocommit=True) as admin:
+            admin.execute("ANALYZE pgsaver_store")
+        query = "w1 w2 w3"
+        exact = {i.key: i.score for i in memory.search(("t",), query=query, limit=10_000)}
+        shortened = 0
+        for tag in ("rare", "tenth", "common"):
+            theirs = memory.search(("t",), query=query, filter={"tag": tag}, limit=10)
+            check(whole.search(("t",), query=query, filter={"tag": tag}, limit=10), theirs, exact)
+            got = first.search(("t",), query=query, filter={"tag": tag}, limit=10)
+            if tag == "rare":  # 40 matches: the exact scan
+                check(got, theirs, exact)
+                continue
+            assert all(values[int(i.key[1:])]["tag"] == tag for i in got)
+            assert [_r(i.score) for i in got] == [_r(exact[i.key]) for i in got]
+            assert [i.score for i in got] == sorted((i.score for i in got), reverse=True)
+            shortened += len(got) < 10
+        # 400 matches (a tenth), 40 candidates: a few of them, not the 10 asked for
+        assert shortened >= 1
+        with psycopg.connect(vector_dsn, autocommit=True) as conn:
+            reader = PostgresStore(conn, index=off)  # type: ignore[arg-type]
+            common = _search_scans(reader, conn, ("t",), query=query, filter={"tag": "common"})
+            rare = _search_scans(reader, conn, ("t",), query=query, filter={"tag": "rare"})
+            with conn.transaction(force_rollback=True):
+                reader.search(("t",), query=query, filter={"tag": "common"})
+                read = conn.execute(
+                    "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
+                    " FROM pg_stat_xact_user_tables WHERE relname = 'pgsaver_store'"
+                ).fetchone()
+    # 3,560 matches by the statistics: the index at once, the filter's matches not counted (a
+    # count would read 321 items; the index's 40 candidates and the 10 answered are read)
+    assert common["pgsaver_store_value_idx"][1] == 0, common
+    assert common["pgsaver_store_vectors_hnsw_cosine_idx"][1] > 0, common
+    assert read is not None
+    assert read[0] <= 100, read
+    # 40: counted (the value's GIN index or the prefix's range), then scanned exactly
+    assert rare["pgsaver_store_vectors_hnsw_cosine_idx"][1] == 0, rare
+
+
+def test_setup_drops_the_search_function_of_an_earlier_release(vector_dsn: str) -> None:
+    """The search function's earlier form (14 arguments, before ``iterative_scan``) is dropped
+    by setup(): one function of that name is left, and searches call it."""
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    args = "text, text, text, jsonb, boolean, " + ", ".join(["integer"] * 9)
+    with psycopg.connect(vector_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(
+            f"CREATE FUNCTION pgsaver_store_nearest_cosine({args}) RETURNS SETOF integer"
+            " LANGUAGE sql AS 'SELECT 1'"
+        )
+        with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+            store.setup()
+            store.put(("a",), "k", {"text": "w1 w2"})
+            assert [i.key for i in store.search(("a",), query="w1")] == ["k"]
+        found = conn.execute(
+            "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc"
+            " WHERE proname = 'pgsaver_store_nearest_cosine'"
+        ).fetchall()
+    assert len(found) == 1, found
+    assert found[0][0].endswith("p_scan text"), found

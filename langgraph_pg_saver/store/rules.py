@@ -441,6 +441,11 @@ ANN_ALIASES = {"nlist": "lists"}
 ANN_SEARCH = ("ef_search", "probes")
 #: the most pgvector lets a session set them to
 ANN_SEARCH_MAX = {"ef_search": 1000, "probes": 32768}
+#: ``ann_index_config``'s ``iterative_scan``, pgvector's values: "relaxed_order" (the default)
+#: goes on past the candidates the prefix and filter drop until the nearest are found; "off"
+#: reads the index's first ``ef_search`` candidates and keeps those that pass (the official
+#: store's search: as fast, but it may return fewer items than asked for)
+ITERATIVE_SCANS = ("relaxed_order", "strict_order", "off")
 
 _log = logging.getLogger("langgraph_pg_saver.store")
 
@@ -457,6 +462,8 @@ class IndexSpec(NamedTuple):
     #: the query-time options given in ``ann_index_config`` (``ef_search``, ``probes``): the
     #: least a search sets them to (pgvector's defaults, 40 and 1, when not given)
     search: Mapping[str, int] = MappingProxyType({})
+    #: ``ann_index_config``'s ``iterative_scan`` (ITERATIVE_SCANS)
+    iterative_scan: str = "relaxed_order"
 
 
 def _ann_int(name: str, value: object) -> int | None:
@@ -506,6 +513,11 @@ def index_spec(index: Mapping[str, Any]) -> IndexSpec:
             f"pgvector indexes {vector_type} columns of at most {limit} dimensions, not {dims}: "
             f"use vector_type 'halfvec' (up to 4000) or kind 'flat'"
         )
+    scan = ann.pop("iterative_scan", "relaxed_order")
+    if scan not in ITERATIVE_SCANS:
+        raise InvalidInputError(
+            f"ann_index_config iterative_scan must be one of {ITERATIVE_SCANS}, not {scan!r}"
+        )
     build: dict[str, int] = {}
     search: dict[str, int] = {}
     for given, value in ann.items():
@@ -541,7 +553,9 @@ def index_spec(index: Mapping[str, Any]) -> IndexSpec:
             f"index fields must be a path or a list of paths (strings), not {fields!r}"
         )
     tokenized = tuple((f, f if f == "$" else tokenize_path(f)) for f in fields)
-    return IndexSpec(dims, distance, kind, vector_type, tokenized, build, MappingProxyType(search))
+    return IndexSpec(
+        dims, distance, kind, vector_type, tokenized, build, MappingProxyType(search), scan
+    )
 
 
 def index_ddl(schema_sql: str, spec: IndexSpec) -> list[str]:
@@ -791,6 +805,14 @@ def nearest_function(spec: IndexSpec) -> str:
     return f"pgsaver_store_nearest_{spec.distance}"
 
 
+def nearest_old_ddl(schema_sql: str, spec: IndexSpec) -> str:
+    """Drops the search function's form before ``p_scan`` (14 arguments) that an earlier
+    release's setup() made: a store of that release finds it missing and searches in several
+    statements (its fallback) until it is upgraded."""
+    args = "text, text, text, jsonb, boolean, " + ", ".join(["integer"] * 9)
+    return f"DROP FUNCTION IF EXISTS {schema_sql}.{nearest_function(spec)}({args})"
+
+
 def zero_index_ddl(schema_sql: str, spec: IndexSpec) -> str | None:
     """The partial index of the vectors of zero norm (cosine with an ANN index only: its scan
     never returns them; the search reads them through this index, scored as InMemoryStore
@@ -822,7 +844,9 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
     for (NULL: always exact; 0: the ANN index, no count); ``cand``: vectors
     the ANN scan returns; ``n`` scored rows from the nearest (``skip`` of them left out), ``ulim``
     unscored rows, ``total`` rows in all; ``ef``, ``probes``: hnsw.ef_search and ivfflat.probes;
-    ``tuples``: what a vector the index reads costs, in items of the exact scan. Its SET clauses
+    ``tuples``: what a vector the index reads costs, in items of the exact scan; ``scan``: the
+    index's ``iterative_scan`` ("off": its first ``ef`` candidates, those that pass, however
+    few; the exact scan only where it costs less than those). Its SET clauses
     scope the pgvector settings to the call (iterative scans on pgvector 0.8 and newer); its
     statements run through EXECUTE, planned for each call's values (a LIKE pattern's index range
     and which conditions apply are known only then), and each is as small as the call allows:
@@ -915,6 +939,11 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         " AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $4) LIMIT $5) AS c"
     )
     count_all = f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store LIMIT $1) AS c"
+    # the planner's estimate of the matches (the statistics'), without reading them
+    estimate = (
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {s}.pgsaver_store AS s WHERE {under('s', '$1', '$2')}"
+        " AND s.value @> ANY ($3)"
+    )
     joined = item.format(s=s, a="v")
 
     def nearest(checked: bool) -> str:
@@ -934,7 +963,7 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
             " FROM near AS n GROUP BY n.prefix, n.key),"
             " t AS (SELECT d.* FROM d ORDER BY d.distance, d.prefix, d.key LIMIT $6 OFFSET $7)"
             f" SELECT {cols}, t.distance FROM (SELECT t.*, max(t.distance) OVER () AS worst"
-            f" FROM t) AS t {item.format(s=s, a='t')} WHERE t.found >= $6{worst}"
+            f" FROM t) AS t {item.format(s=s, a='t')} WHERE (t.found >= $6{worst} OR bounded)"
             " ORDER BY t.distance, t.prefix, t.key"
         )
 
@@ -1036,10 +1065,21 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         if zero_ann
         else ""
     )
+    scan_step = (
+        """
+    IF p_scan IS NOT NULL THEN
+        -- ann_index_config's iterative_scan (ivfflat's has no strict_order)
+        PERFORM set_config('hnsw.iterative_scan', p_scan, true),
+                set_config('ivfflat.iterative_scan',
+                           CASE p_scan WHEN 'off' THEN 'off' ELSE 'relaxed_order' END, true);
+    END IF;"""
+        if iterative
+        else ""
+    )
     return f"""CREATE OR REPLACE FUNCTION {s}.{nearest_function(spec)}(
     p_query text, p_prefix text, p_below text, p_filter jsonb, p_omit boolean, p_probe integer,
     p_cand integer, p_n integer, p_skip integer, p_ulim integer, p_total integer, p_ef integer,
-    p_tuples integer, p_probes integer)
+    p_tuples integer, p_probes integer, p_scan text)
 RETURNS TABLE (prefix text, key text, value jsonb, value_exact text, created_at timestamptz,
                updated_at timestamptz, ttl_minutes double precision, distance double precision)
 LANGUAGE plpgsql {settings}
@@ -1051,7 +1091,12 @@ DECLARE
     seen bigint;
     bound bigint;
     everything float8;
+    estimated json;
+    -- the estimate says the matches are well past the bound: not counted
+    many boolean := false;
     checked boolean := p_filter IS NOT NULL OR p_omit;
+    -- the index's first candidates only (iterative_scan off): what they give is the answer
+    bounded boolean := coalesce(p_scan = 'off', false);
     answered boolean;
     -- the prefilter: one object, or an array of objects any of which the value may contain
     alts jsonb[] := CASE jsonb_typeof(p_filter) WHEN 'array'
@@ -1080,14 +1125,25 @@ BEGIN
         WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
         IF everything IS NULL OR everything < 1 THEN
             EXECUTE {lit(count_all)} INTO everything USING {COUNT_CAP};
+        ELSIF bounded AND p_filter IS NOT NULL THEN
+            -- iterative_scan off, statistics at hand: the planner's estimate of a filter's
+            -- matches (as the official store's plan has it) spares their count, which reads
+            -- each match, when it is over twice the bound below
+            EXECUTE {lit(estimate)} INTO estimated USING p_prefix, p_below, alts;
+            many := (estimated->0->'Plan'->>'Plan Rows')::float8
+                    > 2 * greatest(p_probe::float8, p_ef::float8 * p_tuples);
         END IF;
         -- The index reads about cand * everything / matches vectors to find cand of the
         -- matches, each costing p_tuples items of the exact scan, which reads the matches: the
         -- exact scan costs less while matches^2 < cand * tuples * everything. So the matches
         -- are counted up to that bound (at least p_probe) and no further.
-        bound := least({COUNT_CAP}, greatest(p_probe::float8,
-                       ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1)))))::bigint;
-        IF p_filter IS NOT NULL THEN
+        -- (Without iterative scans, the index reads its ef candidates whatever the matches:
+        -- the exact scan costs less while matches < ef * tuples.)
+        bound := least({COUNT_CAP}, greatest(p_probe::float8, CASE WHEN bounded
+                       THEN p_ef::float8 * p_tuples
+                       ELSE ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1))) END)
+                       )::bigint;
+        IF p_filter IS NOT NULL AND NOT many THEN
             -- the items the prefilter selects under the prefix (the value's GIN index, or the
             -- prefix's key range: the planner's choice for this call), kept for the exact scan
             EXECUTE {lit(matches)} INTO seen, pa, ka
@@ -1099,7 +1155,7 @@ BEGIN
 {indented(guarded(exact(listed)), 16)}
                 RETURN;
             END IF;
-        ELSIF p_prefix IS NOT NULL THEN
+        ELSIF p_filter IS NULL AND p_prefix IS NOT NULL AND NOT many THEN
             -- the prefix's key range, counted by a static statement (its plan kept for the
             -- session: planning was a third of the count's time)
             PERFORM {planner_off};
@@ -1113,7 +1169,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM set_config('hnsw.ef_search', greatest(p_ef, 1)::text, true),
-            set_config('ivfflat.probes', greatest(p_probes, 1)::text, true);
+            set_config('ivfflat.probes', greatest(p_probes, 1)::text, true);{scan_step}
     -- the index's scan, as a plan made once per session (generic: the same for any query):
     -- planning was most of its time. With the planner kept off every other way, the plan is
     -- the index's order with the item lookups by primary key, whatever the statistics say
@@ -1122,8 +1178,8 @@ BEGIN
     ELSE
 {indented(guarded(nearest(False)), 8)}
     END IF;
-    IF answered THEN
-        RETURN;
+    IF answered OR bounded THEN
+        RETURN;  -- (iterative_scan off: the first candidates' answer, however short)
     END IF;{zero_step}
     -- the index gave fewer items than asked for (a filter it could not satisfy within
     -- hnsw.max_scan_tuples, items without vectors): the exact scan decides

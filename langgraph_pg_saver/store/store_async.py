@@ -300,7 +300,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             # iterative scans (and their settings in the function's SET clauses): pgvector 0.8+
             iterative = _pgvector_at_least(rows, (0, 8))
             ddl = _store.nearest_ddl(schema_sql, spec, iterative)
-            return _steps.Step((_steps.Stmt(ddl.encode(), None),))
+            old = _store.nearest_old_ddl(schema_sql, spec)
+            return _steps.Step((_steps.Stmt(ddl.encode(), None), _steps.Stmt(old.encode(), None)))
 
         try:
             await self._driver.run_step(
@@ -495,6 +496,10 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             probe: int | None = None  # no index, or a query no ANN index can rank by: exact
         elif prefix is None and flt.prefilter is None:
             probe = 0  # every item is a candidate: the index
+        elif spec.iterative_scan == "off":
+            # the index's first candidates cost about ef_search * ANN_TUPLES items of the exact
+            # scan whatever the matches (the function's bound): counting more is waste
+            probe = 4 * wanted
         else:
             probe = max(PROBE_ITEMS, 4 * wanted)
         params: dict[str, Any] = {
@@ -506,6 +511,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "omit_expired": self._omit_expired,
             "probe": probe,
             "tuples": ANN_TUPLES,
+            "scan": spec.iterative_scan,
         }
         statement = self._q.render("store_nearest", vdist=spec.distance)
         exact = flt.exact
