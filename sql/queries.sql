@@ -2551,6 +2551,20 @@ JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.na
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
 ORDER BY t.n
 
+-- name: ops_autovacuum
+-- Whether autovacuum runs here: the server's settings (it needs track_counts too), and which of
+-- our tables have it turned off (autovacuum_enabled among their storage options).
+SELECT current_setting('autovacuum')::boolean, current_setting('track_counts')::boolean,
+       coalesce(array_agg(t.name ORDER BY t.n) FILTER (WHERE EXISTS (
+           SELECT 1 FROM unnest(c.reloptions) AS o(opt)
+           WHERE lower(o.opt) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off',
+                                  'autovacuum_enabled=0', 'autovacuum_enabled=no',
+                                  'autovacuum_enabled=f', 'autovacuum_enabled=n'))),
+                '{}')
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store'])
+    WITH ORDINALITY AS t(name, n)
+JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
+
 -- name: ops_store_count
 -- The store's items, counted exactly (the table's estimate lags until the next ANALYZE).
 SELECT count(*) FROM {schema}.pgsaver_store

@@ -171,6 +171,7 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
         "privileges",
         "compression",
         "jit",
+        "autovacuum",
         "bloat",
         *(["citus"] if ON_CITUS else []),  # how the schema is distributed
     }
@@ -204,6 +205,39 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
         with psycopg.connect(filled, autocommit=True) as conn:
             conn.execute("DROP OWNED BY lgps_cli_nobody")
             conn.execute("DROP ROLE lgps_cli_nobody")
+
+
+def test_doctor_says_when_autovacuum_is_off_and_what_a_vacuum_returns(filled: str) -> None:
+    """autovacuum turned off for a table, and a prune's worth of dead rows in it: doctor warns
+    of both (what stays until a VACUUM, what only VACUUM FULL or pg_repack returns to the disk),
+    and says OK again once autovacuum is back and the table vacuumed."""
+    with psycopg.connect(filled, autocommit=True) as conn:
+        conn.execute("ALTER TABLE pgsaver_writes SET (autovacuum_enabled = false)")
+        conn.execute(
+            "INSERT INTO pgsaver_writes (thread_id, checkpoint_id, task_id, idx, channel, type)"
+            " SELECT 'dead', 'c', 't', g, 'x', 'null' FROM generate_series(1, 12000) AS g"
+        )
+        conn.execute("DELETE FROM pgsaver_writes WHERE thread_id = 'dead'")
+    try:
+        deadline = time.monotonic() + 30  # the statistics of dead rows reach doctor within ~10 s
+        while True:
+            checks = {c["check"]: c for c in cli_json("doctor", dsn=filled)["checks"]}
+            if checks["bloat"]["status"] == "WARN" or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert checks["autovacuum"]["status"] == "WARN", checks["autovacuum"]
+        assert "turned off for pgsaver_writes" in checks["autovacuum"]["detail"]
+        assert "RESET (autovacuum_enabled)" in checks["autovacuum"]["fix"]
+        assert checks["bloat"]["status"] == "WARN", checks["bloat"]
+        assert "pgsaver_writes: 12,000 dead" in checks["bloat"]["detail"]
+        assert "VACUUM FULL" in checks["bloat"]["detail"]
+    finally:
+        with psycopg.connect(filled, autocommit=True) as conn:
+            conn.execute("ALTER TABLE pgsaver_writes RESET (autovacuum_enabled)")
+            conn.execute("VACUUM pgsaver_writes")
+    assert {c["check"]: c for c in cli_json("doctor", dsn=filled)["checks"]}["autovacuum"][
+        "status"
+    ] == "OK"
 
 
 # --------------------------------------------------------------------------- status, threads
@@ -329,9 +363,13 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_a_prune_interrupted_with_sigint_and_resumed_ends_as_an_uninterrupted_one(
-    filled: str, twin: str
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_prune_interrupted_and_resumed_ends_as_an_uninterrupted_one(
+    filled: str, twin: str, signum: int, code: int
 ) -> None:
+    """Ctrl-C (SIGINT), or SIGTERM as Kubernetes sends it, between batches: the batch in flight
+    rolled back, the resume hint printed, exit 130 or 143; resumed, the prune ends as one that
+    was never stopped."""
     with PostgresSaver.from_conn_string(filled, max_size=1) as saver:  # more threads, to interrupt
         graph = two_nodes().compile(checkpointer=saver)
         for i in range(60):
@@ -362,9 +400,9 @@ def test_a_prune_interrupted_with_sigint_and_resumed_ends_as_an_uninterrupted_on
         line = proc.stderr.readline()
         assert line, (lines, proc.wait())
         lines.append(line)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
+    assert proc.returncode == code, (out, err)
     assert "nothing half-done" in err
     resume = re.search(r"Resume with: langgraph-pg-saver (.*) \(or run", err)
     assert resume is not None, err
@@ -393,6 +431,7 @@ def _pty_run(args: Sequence[str], dsn: str, answer: str | None) -> tuple[int, st
     if pid == 0:  # the child
         os.environ["LANGGRAPH_PG_DSN"] = dsn
         os.environ["COLUMNS"] = "120"
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C on the terminal: see above
         os.execv(sys.executable, [*CLI, *args])
     out = b""
     answered = False
@@ -408,7 +447,7 @@ def _pty_run(args: Sequence[str], dsn: str, answer: str | None) -> tuple[int, st
                 break
             out += chunk
         if answer is not None and not answered and b"[y/N]" in out:
-            os.write(fd, answer.encode() + b"\r")
+            os.write(fd, answer.encode() + (b"" if answer == "\x03" else b"\r"))
             answered = True
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
@@ -420,6 +459,11 @@ def test_on_a_terminal_prune_asks_first_and_shows_a_progress_bar(filled: str) ->
     assert code == 1, out
     assert "would remove " in out
     assert "Remove these? [y/N]" in out
+    assert stored(filled) == before
+    # Ctrl-C at the question: interrupted (130), not a refusal (1)
+    code, out = _pty_run(["prune", "--keep-last", "1"], filled, "\x03")
+    assert code == 130, out
+    assert "interrupted" in out
     assert stored(filled) == before
     code, out = _pty_run(["prune", "--keep-last", "1", "--thread-batch", "4"], filled, "y")
     assert code == 0, out

@@ -405,7 +405,7 @@ def test_iterative_scan_off_answers_from_the_first_candidates(vector_dsn: str) -
     """``ann_index_config={"iterative_scan": "off"}``: where the matches are many, the answer is
     what the index's first ``ef_search`` candidates give (the official store's search: it may
     be short, every item in it with its exact score, nearest first); where they are few, the
-    exact scan (whole); a filter the statistics estimate well past the bound is not counted.
+    exact scan (whole); the matches are counted no further than that choice needs.
     The default ("relaxed_order") answers whole everywhere."""
     rng = random.Random(11)
     values = [
@@ -427,7 +427,7 @@ def test_iterative_scan_off_answers_from_the_first_candidates(vector_dsn: str) -
             whole.batch(ops)
             memory.batch(ops)
         with psycopg.connect(vector_dsn, autocommit=True) as admin:
-            admin.execute("ANALYZE pgsaver_store")
+            admin.execute("ANALYZE pgsaver_store")  # the store's size from the statistics
         query = "w1 w2 w3"
         exact = {i.key: i.score for i in memory.search(("t",), query=query, limit=10_000)}
         shortened = 0
@@ -454,12 +454,11 @@ def test_iterative_scan_off_answers_from_the_first_candidates(vector_dsn: str) -
                     "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
                     " FROM pg_stat_xact_user_tables WHERE relname = 'pgsaver_store'"
                 ).fetchone()
-    # 3,560 matches by the statistics: the index at once, the filter's matches not counted (a
-    # count would read 321 items; the index's 40 candidates and the 10 answered are read)
-    assert common["pgsaver_store_value_idx"][1] == 0, common
+    # 3,560 matches: counted up to the bound (161 = 40 * FIRST_TUPLES + 1), then the index's 40
+    # candidates and the 10 answered are read: a few hundred rows, not every match
     assert common["pgsaver_store_vectors_hnsw_cosine_idx"][1] > 0, common
     assert read is not None
-    assert read[0] <= 100, read
+    assert read[0] <= 600, read
     # 40: counted (the value's GIN index or the prefix's range), then scanned exactly
     assert rare["pgsaver_store_vectors_hnsw_cosine_idx"][1] == 0, rare
 

@@ -2,7 +2,8 @@
 
 Built on the sync API (PostgresSaver) and the reports of :mod:`langgraph_pg_saver.ops`, which go
 through the saver's driver. Exit codes: 0 success, 1 failure (the error on one line; ``-v`` adds
-its causes), 2 usage error, 130 interrupted. ``--json`` on every reading command prints one JSON
+its causes), 2 usage error, 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (as on Ctrl-C: the
+batch in flight rolled back, the resume hint printed). ``--json`` on every reading command prints one JSON
 document on stdout.
 
 Here: the group, its options and the entry point. ``_common``: what the commands share;
@@ -20,7 +21,15 @@ import click
 import psycopg
 
 from langgraph_pg_saver.cli import health, importing, lifecycle, reading
-from langgraph_pg_saver.cli._common import Ctx, Failure, _masked, duration, fail
+from langgraph_pg_saver.cli._common import (
+    Ctx,
+    Failure,
+    _masked,
+    duration,
+    fail,
+    stop_code,
+    stop_on_sigterm,
+)
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.ops import next_nodes
@@ -72,17 +81,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     """The console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
+    stop_on_sigterm()
     try:
         main_group.main(args=args, prog_name="langgraph-pg-saver", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        # click turns a Ctrl-C (at a prompt, or anywhere its main sees it) into Abort
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            sys.exit(stop_code(cause))
         click.echo("aborted", err=True)
         sys.exit(1)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(stop_code(exc))
     except (Failure, PgSaverError, psycopg.Error, OSError) as exc:
         fail(exc, verbose)
 

@@ -226,6 +226,30 @@ def short(value: Any, width: int) -> str:
     return text
 
 
+# --------------------------------------------------------------------------- stopping
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Kubernetes and systemd send before they kill): the command stops as on
+    Ctrl-C (the batch in flight rolled back, the resume hint printed), exit 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises ``Terminated`` in the main thread (where the command runs)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def stop_code(exc: BaseException) -> int:
+    """The exit code of a command stopped by a signal: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 143 if isinstance(exc, Terminated) else 130
+
+
 # --------------------------------------------------------------------------- progress and reports
 
 

@@ -21,6 +21,7 @@ from langgraph_pg_saver.cli._common import (
     plural,
     print_report,
     resume_hint,
+    stop_code,
 )
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA
 
@@ -85,10 +86,10 @@ def import_official(
                 progress=progress.update,
                 reimport=list(reimport),
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             last = progress.last.last_thread_id if progress.last else None
             click.echo(f"interrupted: nothing half-done. {resume_hint(last)}", err=True)
-            sys.exit(130)
+            sys.exit(stop_code(exc))
         out["saver"] = report.as_dict()
         if verify and not dry_run:
             out["verify"] = _verify(saver, source_schema, start_after)

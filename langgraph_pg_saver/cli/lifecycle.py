@@ -38,6 +38,7 @@ from langgraph_pg_saver.cli._common import (
     refuse,
     resume_hint,
     show_plan,
+    stop_code,
     yes_option,
 )
 from langgraph_pg_saver.db.steps import Report
@@ -155,7 +156,7 @@ def prune(
         done = Progress(interactive, total, thread_batch)
         try:
             report = run(False, done.update)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             done.close()
             last = done.last.last_thread_id if done.last else None
             hint = resume_hint(last)
@@ -164,7 +165,7 @@ def prune(
                 f"interrupted batch left unreferenced go with the next run). {hint}",
                 err=True,
             )
-            sys.exit(130)
+            sys.exit(stop_code(exc))
         done.close()
         print_report(report, as_json, "removed")
         name_missing(report, missing_ok, "")
@@ -385,8 +386,8 @@ def reencrypt(
             report = saver.reencrypt(
                 thread_id, batch=batch_size, full=full, progress=progress.update
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("interrupted: run the same command again to go on", err=True)
-            sys.exit(130)
+            sys.exit(stop_code(exc))
     print_report(report, as_json, "sealed again")
     name_missing(report, False, ": nothing was sealed again")

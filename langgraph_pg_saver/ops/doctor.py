@@ -247,6 +247,32 @@ def _table_checks(
         )
     else:
         doc.add("jit", "OK", f"jit = {jit}" + (f", {rows:,} checkpoints" if rows else ""))
+    vacuum = driver.fetch_one(q["ops_autovacuum"], {"schema": q.schema})
+    server_on, counts_on, tables_off = (
+        (bool(vacuum[0]), bool(vacuum[1]), list(vacuum[2])) if vacuum else (True, True, [])
+    )
+    if not (server_on and counts_on) or tables_off:
+        why = (
+            "autovacuum is off on this server"
+            if not server_on
+            else "track_counts is off, so autovacuum never starts"
+            if not counts_on
+            else f"autovacuum is turned off for {', '.join(tables_off)}"
+        )
+        doc.add(
+            "autovacuum",
+            "WARN",
+            f"{why}: the rows a prune or retention job deletes stay as dead rows, their space "
+            "not reused, and statistics go stale (plans go wrong as the tables grow), until "
+            "a VACUUM (ANALYZE) run by hand",
+            "ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();"
+            if not server_on
+            else "ALTER SYSTEM SET track_counts = on; SELECT pg_reload_conf();"
+            if not counts_on
+            else "; ".join(f"ALTER TABLE {t} RESET (autovacuum_enabled)" for t in tables_off),
+        )
+    else:
+        doc.add("autovacuum", "OK", "on, for every table")
     bloated = []
     for name, (_, _, total, _, live, dead, _) in tables.items():
         if dead > 10_000 and dead > 0.2 * (live + dead):
@@ -255,7 +281,10 @@ def _table_checks(
         doc.add(
             "bloat",
             "WARN",
-            "; ".join(bloated),
+            "; ".join(bloated)
+            + ". A table keeps its size on disk after a prune: VACUUM makes the dead rows' "
+            "space reusable by new rows, only VACUUM FULL (which locks the table while it "
+            "rewrites it) or pg_repack returns it to the disk",
             "VACUUM (ANALYZE) the tables, and check that autovacuum keeps up after prune jobs",
         )
     elif tables:

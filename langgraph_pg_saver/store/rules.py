@@ -939,11 +939,6 @@ def nearest_ddl(schema_sql: str, spec: IndexSpec, iterative: bool) -> str:
         " AND (s.expires_at IS NULL OR s.expires_at > now() OR NOT $4) LIMIT $5) AS c"
     )
     count_all = f"SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store LIMIT $1) AS c"
-    # the planner's estimate of the matches (the statistics'), without reading them
-    estimate = (
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {s}.pgsaver_store AS s WHERE {under('s', '$1', '$2')}"
-        " AND s.value @> ANY ($3)"
-    )
     joined = item.format(s=s, a="v")
 
     def nearest(checked: bool) -> str:
@@ -1091,9 +1086,6 @@ DECLARE
     seen bigint;
     bound bigint;
     everything float8;
-    estimated json;
-    -- the estimate says the matches are well past the bound: not counted
-    many boolean := false;
     checked boolean := p_filter IS NOT NULL OR p_omit;
     -- the index's first candidates only (iterative_scan off): what they give is the answer
     bounded boolean := coalesce(p_scan = 'off', false);
@@ -1125,13 +1117,6 @@ BEGIN
         WHERE c.oid = {lit(s + ".pgsaver_store")}::regclass;
         IF everything IS NULL OR everything < 1 THEN
             EXECUTE {lit(count_all)} INTO everything USING {COUNT_CAP};
-        ELSIF bounded AND p_filter IS NOT NULL THEN
-            -- iterative_scan off, statistics at hand: the planner's estimate of a filter's
-            -- matches (as the official store's plan has it) spares their count, which reads
-            -- each match, when it is over twice the bound below
-            EXECUTE {lit(estimate)} INTO estimated USING p_prefix, p_below, alts;
-            many := (estimated->0->'Plan'->>'Plan Rows')::float8
-                    > 2 * greatest(p_probe::float8, p_ef::float8 * p_tuples);
         END IF;
         -- The index reads about cand * everything / matches vectors to find cand of the
         -- matches, each costing p_tuples items of the exact scan, which reads the matches: the
@@ -1143,7 +1128,7 @@ BEGIN
                        THEN p_ef::float8 * p_tuples
                        ELSE ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1))) END)
                        )::bigint;
-        IF p_filter IS NOT NULL AND NOT many THEN
+        IF p_filter IS NOT NULL THEN
             -- the items the prefilter selects under the prefix (the value's GIN index, or the
             -- prefix's key range: the planner's choice for this call), kept for the exact scan
             EXECUTE {lit(matches)} INTO seen, pa, ka
@@ -1155,7 +1140,7 @@ BEGIN
 {indented(guarded(exact(listed)), 16)}
                 RETURN;
             END IF;
-        ELSIF p_filter IS NULL AND p_prefix IS NOT NULL AND NOT many THEN
+        ELSIF p_prefix IS NOT NULL THEN
             -- the prefix's key range, counted by a static statement (its plan kept for the
             -- session: planning was a third of the count's time)
             PERFORM {planner_off};

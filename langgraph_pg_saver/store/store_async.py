@@ -94,6 +94,11 @@ PROBE_ITEMS = 500
 #: index reads about cand * items / matches vectors to find cand of the matches, so the exact
 #: scan is chosen while matches^2 < cand * ANN_TUPLES * items
 ANN_TUPLES = 8
+#: the same with ``iterative_scan`` off, where the index reads its first ``ef_search``
+#: candidates whatever the matches: the exact scan is chosen while matches < ef * FIRST_TUPLES
+#: (on 100,000 items of 64 dimensions the index's 40 candidates, joined to their items for a
+#: filter, cost about what the exact scan of 70 to 140 matches does, their count included)
+FIRST_TUPLES = 4
 #: pgvector's largest hnsw.ef_search
 MAX_EF_SEARCH = 1000
 _NO_PGVECTOR = (
@@ -497,8 +502,8 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
         elif prefix is None and flt.prefilter is None:
             probe = 0  # every item is a candidate: the index
         elif spec.iterative_scan == "off":
-            # the index's first candidates cost about ef_search * ANN_TUPLES items of the exact
-            # scan whatever the matches (the function's bound): counting more is waste
+            # the index's first candidates cost about ef_search * FIRST_TUPLES items of the
+            # exact scan whatever the matches (the function's bound): counting more is waste
             probe = 4 * wanted
         else:
             probe = max(PROBE_ITEMS, 4 * wanted)
@@ -510,7 +515,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
             "filters": flt.alternatives,
             "omit_expired": self._omit_expired,
             "probe": probe,
-            "tuples": ANN_TUPLES,
+            "tuples": FIRST_TUPLES if spec.iterative_scan == "off" else ANN_TUPLES,
             "scan": spec.iterative_scan,
         }
         statement = self._q.render("store_nearest", vdist=spec.distance)
