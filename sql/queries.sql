@@ -2651,6 +2651,17 @@ LEFT JOIN LATERAL (
 ) AS sh ON true
 ORDER BY t.n
 
+-- name: ops_recent
+-- Recent growth and idleness: checkpoints made in the last hour and day, the bytes of their
+-- rows, and the oldest of the threads' last activity (the thread idle longest). Whole-table
+-- aggregates (grouped by thread on Citus's shards).
+SELECT count(*) FILTER (WHERE c.created_at >= now() - interval '1 hour'),
+       count(*) FILTER (WHERE c.created_at >= now() - interval '1 day'),
+       coalesce(sum(pg_column_size(c.*)) FILTER (WHERE c.created_at >= now() - interval '1 day'), 0),
+       (SELECT min(t.last) FROM (SELECT max(d.created_at) AS last FROM {schema}.pgsaver_checkpoints AS d
+                                  GROUP BY d.thread_id) AS t)
+FROM {schema}.pgsaver_checkpoints AS c
+
 -- name: ops_counts__citus
 -- On Citus (a recursive CTE must name one thread): ops_counts, the threads counted by the shards
 -- (each thread's rows are on one shard, so the coordinator adds the shards' counts).

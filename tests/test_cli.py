@@ -283,6 +283,43 @@ def test_status_and_threads_report_what_is_stored(filled: str) -> None:
     cli("threads", "--limit", "-1", dsn=filled, check=2)
 
 
+def test_status_prometheus_is_the_text_format_with_the_status_figures(filled: str) -> None:
+    """``status --prometheus`` parses as Prometheus's text format (the client library's own
+    parser), every metric a gauge labelled with the schema, with status --json's figures, and
+    the recent growth and the longest-idle thread read from the tables."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    data = cli_json("status", dsn=filled)
+    text = cli("status", "--prometheus", dsn=filled).stdout
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert all(f.type == "gauge" for f in families.values())
+
+    def value(name: str, **labels: str) -> float:
+        samples = families["langgraph_pg_saver_" + name].samples
+        found = [s.value for s in samples if s.labels == {"schema": "public", **labels}]
+        assert len(found) == 1, (name, samples)
+        return found[0]
+
+    for key in ("threads", "checkpoints", "writes", "blobs"):
+        assert value(key) == data[key], key
+    assert value("schema_migration") == value("schema_migration_expected") == HEAD
+    for table in data["tables"]:
+        assert value("table_bytes", table=table["table"]) == table["bytes"]
+        assert value("table_dead_rows", table=table["table"]) == table["dead_rows"]
+    # every checkpoint of the fixture was made in the last minutes
+    assert value("checkpoints_last_hour") == value("checkpoints_last_day") == data["checkpoints"]
+    assert value("checkpoint_bytes_last_day") > 0
+    with psycopg.connect(filled) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM min(last)) FROM (SELECT max(created_at) AS last"
+            " FROM pgsaver_checkpoints GROUP BY thread_id) AS t"
+        ).fetchone()
+    assert row is not None
+    assert value("oldest_thread_activity_timestamp_seconds") == pytest.approx(float(row[0]))
+    assert text.endswith("\n")
+    assert cli("status", "--prometheus", "--json", dsn=filled, check=2)
+
+
 # --------------------------------------------------------------------------- history, show
 
 

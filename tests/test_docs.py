@@ -318,6 +318,22 @@ def run_cron(block: Block, dsn: str) -> None:
 
 def run_yaml(block: Block, dsn: str) -> None:
     doc = yaml.safe_load(block.code)
+    if "groups" in doc:
+        # Prometheus alerting rules: each has a name and an expression, and every metric of ours
+        # it names is one that `status --prometheus` prints
+        command = [sys.executable, "-m", "langgraph_pg_saver", "status", "--prometheus"]
+        out = run(command, {"LANGGRAPH_PG_DSN": dsn})
+        assert out.returncode == 0, (block.id, out.stderr)
+        printed = {
+            line.split("{")[0] for line in out.stdout.splitlines() if not line.startswith("#")
+        }
+        for group in doc["groups"]:
+            for rule in group["rules"]:
+                assert rule["alert"], rule
+                named = set(re.findall(r"langgraph_pg_saver_\w+", rule["expr"]))
+                assert named, rule
+                assert named <= printed, (block.id, named - printed)
+        return
     assert doc["kind"] == "CronJob"
     assert len(doc["spec"]["schedule"].split()) == 5
     containers = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]

@@ -134,12 +134,24 @@ def doctor(c: Ctx, as_json: bool) -> None:
     type=click.IntRange(min=0),
     help="Threads to list by bytes and by checkpoints (0: none).",
 )
+@click.option(
+    "--prometheus",
+    is_flag=True,
+    help="Print the gauges in Prometheus's text format (for a textfile collector or a scrape).",
+)
 @json_option
 @pass_ctx
-def status(c: Ctx, top: int, as_json: bool) -> None:
+def status(c: Ctx, top: int, prometheus: bool, as_json: bool) -> None:
     """Schema version, tables, threads, the oldest and newest checkpoint, the largest threads."""
+    if prometheus and as_json:
+        raise click.UsageError("--prometheus and --json: give one")
     with c.saver(check=False) as saver:
-        st = ops.status(saver, top)
+        st = ops.status(saver, 0 if prometheus else top)
+        if prometheus:
+            from langgraph_pg_saver.ops import prometheus as exposition
+
+            click.echo(exposition.render(st, exposition.recent(saver)), nl=False)
+            return
     if as_json:
         emit_json(st.as_dict())
         return
