@@ -1086,6 +1086,7 @@ DECLARE
     seen bigint;
     bound bigint;
     everything float8;
+    outside bigint := 0;
     checked boolean := p_filter IS NOT NULL OR p_omit;
     -- the index's first candidates only (iterative_scan off): what they give is the answer
     bounded boolean := coalesce(p_scan = 'off', false);
@@ -1128,7 +1129,23 @@ BEGIN
                        THEN p_ef::float8 * p_tuples
                        ELSE ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1))) END)
                        )::bigint;
-        IF p_filter IS NOT NULL THEN
+        IF bounded AND p_filter IS NOT NULL AND p_prefix IS NOT NULL THEN
+            -- iterative_scan off: the items outside the prefix's key range, up to the bound
+            -- (two short index-only ranges of the primary key)
+            PERFORM {planner_off};
+            SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store AS s
+                        WHERE s.prefix < p_prefix LIMIT bound + 1) AS a)
+                 + (SELECT count(*) FROM (SELECT 1 FROM {s}.pgsaver_store AS s
+                        WHERE s.prefix >= p_prefix || '/' LIMIT bound + 1) AS b)
+              INTO outside;
+            PERFORM {planner_on};
+        END IF;
+        IF bounded AND p_filter IS NOT NULL AND outside <= bound AND everything > 10 * bound THEN
+            -- iterative_scan off, a filter over (about) the whole of a store of some size: the
+            -- index's first candidates, as the official store's plan reads them, without
+            -- counting the matches (their count reads a heap page per match)
+            NULL;
+        ELSIF p_filter IS NOT NULL THEN
             -- the items the prefilter selects under the prefix (the value's GIN index, or the
             -- prefix's key range: the planner's choice for this call), kept for the exact scan
             EXECUTE {lit(matches)} INTO seen, pa, ka
