@@ -14,6 +14,7 @@ from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_pg_saver import AsyncPostgresStore, PostgresStore, SchemaError
+from langgraph_pg_saver.store import rules
 from langgraph_pg_saver.store import store as sync_module
 from langgraph_pg_saver.store import store_async as async_module
 from tests.helpers import bag_of_words, freeze_empty_statistics, scans_during, traced
@@ -401,13 +402,16 @@ def _tagged(i: int) -> str:
     return "rare" if i % 100 == 7 else "tenth" if i % 10 == 3 else "common"
 
 
-def test_iterative_scan_off_answers_from_the_first_candidates(vector_dsn: str) -> None:
+def test_iterative_scan_off_answers_from_the_first_candidates(
+    vector_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``ann_index_config={"iterative_scan": "off"}``: where the matches under a prefix are many,
     the answer is what the index's first ``ef_search`` candidates give (the official store's
     search: it may be short, every item in it with its exact score, nearest first); where they
     are few, the exact scan (whole), the matches counted no further than that choice needs; a
-    filter over the whole store goes to the index without a count. The default
-    ("relaxed_order") answers whole everywhere."""
+    filter over the whole of a large store (here: over 1,000 items) goes to the index without a
+    count. The default ("relaxed_order") answers whole everywhere."""
+    monkeypatch.setattr(rules, "FIRST_WHOLE_ITEMS", 1_000)  # setup() makes the function with it
     rng = random.Random(11)
     values = [
         {"text": " ".join(rng.choice(WORDS) for _ in range(6)), "tag": _tagged(i)}
