@@ -2662,6 +2662,72 @@ SELECT count(*) FILTER (WHERE c.created_at >= now() - interval '1 hour'),
                                   GROUP BY d.thread_id) AS t)
 FROM {schema}.pgsaver_checkpoints AS c
 
+-- name: ops_now
+-- The first and the last %(unit)s of a window of %(window)s ending now, truncated as ops_growth
+-- truncates (the server's time zone).
+SELECT date_trunc(%(unit)s, now() - %(window)s::interval), date_trunc(%(unit)s, now())
+
+-- name: ops_growth
+-- What was written since %(since)s, by the %(unit)s ('hour' or 'day') each checkpoint was made:
+-- checkpoints, and the bytes of their rows, of the pending writes that followed each, and of the
+-- channel values each stored anew (the versions its parent does not have). A scan of the
+-- checkpoints (created_at has no index), with lookups by primary key.
+WITH c AS (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+           c.channel_versions, date_trunc(%(unit)s, c.created_at) AS at,
+           pg_column_size(c.*) AS bytes
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.created_at >= %(since)s
+)
+SELECT c.at, count(*),
+       sum(c.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::bigint
+FROM c
+LEFT JOIN LATERAL (
+    SELECT sum(pg_column_size(w.*)) AS bytes FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+      AND w.checkpoint_id = c.checkpoint_id
+) AS w ON true
+LEFT JOIN LATERAL (
+    SELECT p.channel_versions AS versions FROM {schema}.pgsaver_checkpoints AS p
+    WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+      AND p.checkpoint_id = c.parent_checkpoint_id
+) AS p ON true
+LEFT JOIN LATERAL (
+    SELECT sum(pg_column_size(b.*)) AS bytes
+    FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+    JOIN {schema}.pgsaver_blobs AS b
+      ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+     AND b.channel = v.channel AND b.version = v.version
+    WHERE p.versions IS NULL OR (p.versions ->> v.channel) IS DISTINCT FROM v.version
+) AS b ON true
+GROUP BY c.at
+ORDER BY c.at
+
+-- name: ops_sizes_by
+-- Threads, checkpoints and bytes (rows of all three tables) grouped by the value of metadata key
+-- %(key)s on each thread's newest checkpoint (NULL: the key is not there), the largest first.
+WITH per AS (
+    SELECT c.thread_id, count(*) AS checkpoints, sum(pg_column_size(c.*)) AS bytes,
+           (array_agg(c.metadata -> %(key)s ORDER BY c.created_at DESC, c.checkpoint_id DESC))[1]
+               AS value
+    FROM {schema}.pgsaver_checkpoints AS c
+    GROUP BY c.thread_id
+), w AS (
+    SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
+    FROM {schema}.pgsaver_writes AS w GROUP BY w.thread_id
+), b AS (
+    SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
+    FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id
+)
+SELECT per.value, count(*), sum(per.checkpoints)::bigint,
+       sum(per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::bigint AS bytes
+FROM per
+LEFT JOIN w ON w.thread_id = per.thread_id
+LEFT JOIN b ON b.thread_id = per.thread_id
+GROUP BY per.value
+ORDER BY bytes DESC, per.value::text NULLS LAST
+LIMIT %(limit)s
+
 -- name: ops_counts__citus
 -- On Citus (a recursive CTE must name one thread): ops_counts, the threads counted by the shards
 -- (each thread's rows are on one shard, so the coordinator adds the shards' counts).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 
 import click
 import psycopg
@@ -12,7 +13,9 @@ from langgraph_pg_saver.cli._common import (
     Ctx,
     emit_json,
     json_option,
+    parse_duration,
     pass_ctx,
+    short_json,
     table,
     thread_table,
     when,
@@ -135,16 +138,38 @@ def doctor(c: Ctx, as_json: bool) -> None:
     help="Threads to list by bytes and by checkpoints (0: none).",
 )
 @click.option(
+    "--window",
+    callback=parse_duration,
+    default="14d",
+    show_default=True,
+    help="Growth over this last span (per hour up to 2d, else per day); 0s: none.",
+)
+@click.option(
+    "--by",
+    "by_key",
+    metavar="KEY",
+    help="Threads, checkpoints and bytes by the value of this metadata key (a tenant, a user).",
+)
+@click.option(
     "--prometheus",
     is_flag=True,
     help="Print the gauges in Prometheus's text format (for a textfile collector or a scrape).",
 )
 @json_option
 @pass_ctx
-def status(c: Ctx, top: int, prometheus: bool, as_json: bool) -> None:
-    """Schema version, tables, threads, the oldest and newest checkpoint, the largest threads."""
+def status(
+    c: Ctx,
+    top: int,
+    window: timedelta,
+    by_key: str | None,
+    prometheus: bool,
+    as_json: bool,
+) -> None:
+    """Schema version, tables, threads, the oldest and newest checkpoint, what was written per
+    day (or hour), the largest threads; --by KEY: sizes by a metadata key."""
     if prometheus and as_json:
         raise click.UsageError("--prometheus and --json: give one")
+    unit = "hour" if window <= timedelta(days=2) else "day"
     with c.saver(check=False) as saver:
         st = ops.status(saver, 0 if prometheus else top)
         if prometheus:
@@ -152,8 +177,14 @@ def status(c: Ctx, top: int, prometheus: bool, as_json: bool) -> None:
 
             click.echo(exposition.render(st, exposition.recent(saver)), nl=False)
             return
+        grown = ops.growth(saver, window, unit) if window > timedelta(0) else []
+        sizes = ops.sizes_by(saver, by_key, None) if by_key else None
     if as_json:
-        emit_json(st.as_dict())
+        out = st.as_dict()
+        out["growth"] = {"unit": unit, "rows": [r.as_dict() for r in grown]}
+        if sizes is not None:
+            out["by"] = {"key": by_key, "rows": [r.as_dict() for r in sizes]}
+        emit_json(out)
         return
     click.echo(f"schema {c.schema!r}: migration {st.migration} (current {st.current_migration})")
     click.echo(
@@ -166,9 +197,52 @@ def status(c: Ctx, top: int, prometheus: bool, as_json: bool) -> None:
         ["table", "rows", "size", "dead rows"],
         [(t.table, t.rows, human_bytes(t.bytes), t.dead_rows) for t in st.tables],
     )
+    if grown:
+        growth_chart(grown, unit)
+    if sizes is not None:
+        table(
+            f"by {by_key}",
+            [by_key or "", "threads", "checkpoints", "size"],
+            [
+                (
+                    "(none)" if r.value is None else short_json(r.value, 40),
+                    r.threads,
+                    r.checkpoints,
+                    human_bytes(r.bytes),
+                )
+                for r in sizes
+            ],
+        )
     for title, rows in (
         ("largest threads", st.top_by_bytes),
         ("longest threads", st.top_by_checkpoints),
     ):
         if rows:
             table(title, *thread_table(rows))
+
+
+#: the eighths of a block, for bars of a fraction of a character
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _bar(value: int, top: int, width: int) -> str:
+    if top <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(value / top * width * 8))
+    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+
+
+def growth_chart(rows: list[ops.GrowthRow], unit: str) -> None:
+    """What was written per hour or day, a bar of bytes each (the longest: the most written)."""
+    top = max(r.bytes for r in rows)
+    total = sum(r.bytes for r in rows)
+    click.echo(
+        f"\nwritten per {unit}, last {len(rows)} {unit}s: {sum(r.checkpoints for r in rows):,} "
+        f"checkpoints, {human_bytes(total)}"
+    )
+    for r in rows:
+        label = r.at.strftime("%Y-%m-%d %H:00" if unit == "hour" else "%Y-%m-%d %a")
+        click.echo(
+            f"  {label}  {r.checkpoints:>9,} ckpt  {human_bytes(r.bytes):>9}  "
+            f"{_bar(r.bytes, top, 30)}"
+        )

@@ -192,6 +192,61 @@ def thread_count(saver: PostgresSaver, start_after: str = "") -> int:
     return int(row[0]) if row is not None else 0
 
 
+# --------------------------------------------------------------------------- growth
+
+
+@dataclass(frozen=True)
+class GrowthRow(Record):
+    #: the start of the hour or day (the server's time zone)
+    at: datetime
+    checkpoints: int
+    #: bytes of the checkpoints' rows, of the pending writes after them and of the channel
+    #: values they stored anew
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SizeRow(Record):
+    #: the metadata key's value on the threads' newest checkpoint (None: not there)
+    value: Any
+    threads: int
+    checkpoints: int
+    bytes: int
+
+
+def growth(saver: PostgresSaver, window: timedelta, unit: str = "day") -> list[GrowthRow]:
+    """What was written in each ``unit`` ("hour" or "day") of the last ``window``, oldest first,
+    every hour or day of it present (0 where nothing was written): checkpoints, and bytes as
+    :class:`GrowthRow` counts them. Reads every checkpoint made in the window."""
+    if unit not in ("hour", "day"):
+        raise ValueError(f"unit must be 'hour' or 'day', not {unit!r}")
+    driver, q = saver._driver, _queries(saver)
+    now_row = driver.fetch_one(q["ops_now"], {"unit": unit, "window": window})
+    assert now_row is not None
+    first, last = now_row[0], now_row[1]
+    rows = driver.fetch_all(q["ops_growth"], {"unit": unit, "since": first})
+    found = {r[0]: GrowthRow(r[0], int(r[1]), int(r[2])) for r in rows}
+    step = timedelta(hours=1) if unit == "hour" else timedelta(days=1)
+    out: list[GrowthRow] = []
+    at = first
+    while at <= last:
+        out.append(found.get(at, GrowthRow(at, 0, 0)))
+        # a day across a change of the clocks is 23 or 25 hours: the server's truncation decides
+        at = at + step
+        if unit == "day":
+            at = at.replace(hour=0, minute=0, second=0, microsecond=0)
+    return out
+
+
+def sizes_by(saver: PostgresSaver, key: str, limit: int | None = None) -> list[SizeRow]:
+    """Threads, checkpoints and bytes (rows of all three tables) by the value of metadata
+    ``key`` on each thread's newest checkpoint, the largest first: what each tenant (user,
+    project...) holds."""
+    driver, q = saver._driver, _queries(saver)
+    rows = driver.fetch_all(q["ops_sizes_by"], {"key": key, "limit": limit})
+    return [SizeRow(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+
 # --------------------------------------------------------------------------- history, show
 
 
