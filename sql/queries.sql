@@ -2560,7 +2560,7 @@ SELECT current_setting('autovacuum')::boolean, current_setting('track_counts')::
            WHERE lower(o.opt) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off',
                                   'autovacuum_enabled=0', 'autovacuum_enabled=no',
                                   'autovacuum_enabled=f', 'autovacuum_enabled=n'))),
-                '{}')
+                ARRAY[]::text[])
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
@@ -2653,14 +2653,20 @@ ORDER BY t.n
 
 -- name: ops_recent
 -- Recent growth and idleness: checkpoints made in the last hour and day, the bytes of their
--- rows, and the oldest of the threads' last activity (the thread idle longest). Whole-table
--- aggregates (grouped by thread on Citus's shards).
-SELECT count(*) FILTER (WHERE c.created_at >= now() - interval '1 hour'),
-       count(*) FILTER (WHERE c.created_at >= now() - interval '1 day'),
-       coalesce(sum(pg_column_size(c.*)) FILTER (WHERE c.created_at >= now() - interval '1 day'), 0),
-       (SELECT min(t.last) FROM (SELECT max(d.created_at) AS last FROM {schema}.pgsaver_checkpoints AS d
-                                  GROUP BY d.thread_id) AS t)
-FROM {schema}.pgsaver_checkpoints AS c
+-- rows, and the oldest of the threads' last activity (the thread idle longest). Grouped by
+-- thread first (on Citus, on the shards), then summed.
+SELECT coalesce(sum(t.hour), 0)::bigint, coalesce(sum(t.day), 0)::bigint,
+       coalesce(sum(t.bytes), 0)::bigint, min(t.last)
+FROM (
+    SELECT c.thread_id,
+           count(*) FILTER (WHERE c.created_at >= now() - interval '1 hour') AS hour,
+           count(*) FILTER (WHERE c.created_at >= now() - interval '1 day') AS day,
+           sum(pg_column_size(c.*)) FILTER (WHERE c.created_at >= now() - interval '1 day')
+               AS bytes,
+           max(c.created_at) AS last
+    FROM {schema}.pgsaver_checkpoints AS c
+    GROUP BY c.thread_id
+) AS t
 
 -- name: ops_now
 -- The first and the last %(unit)s of a window of %(window)s ending now, truncated as ops_growth
@@ -2706,27 +2712,63 @@ ORDER BY c.at
 -- name: ops_sizes_by
 -- Threads, checkpoints and bytes (rows of all three tables) grouped by the value of metadata key
 -- %(key)s on each thread's newest checkpoint (NULL: the key is not there), the largest first.
-WITH per AS (
+-- Each table grouped by thread, then joined by thread (on Citus, on each worker: co-located).
+SELECT per.value, count(*), sum(per.checkpoints)::bigint,
+       sum(per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::bigint AS bytes
+FROM (
     SELECT c.thread_id, count(*) AS checkpoints, sum(pg_column_size(c.*)) AS bytes,
            (array_agg(c.metadata -> %(key)s ORDER BY c.created_at DESC, c.checkpoint_id DESC))[1]
                AS value
     FROM {schema}.pgsaver_checkpoints AS c
     GROUP BY c.thread_id
-), w AS (
-    SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
-    FROM {schema}.pgsaver_writes AS w GROUP BY w.thread_id
-), b AS (
-    SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
-    FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id
-)
-SELECT per.value, count(*), sum(per.checkpoints)::bigint,
-       sum(per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::bigint AS bytes
-FROM per
-LEFT JOIN w ON w.thread_id = per.thread_id
-LEFT JOIN b ON b.thread_id = per.thread_id
+) AS per
+LEFT JOIN (SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
+           FROM {schema}.pgsaver_writes AS w GROUP BY w.thread_id) AS w
+    ON w.thread_id = per.thread_id
+LEFT JOIN (SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
+           FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id) AS b
+    ON b.thread_id = per.thread_id
 GROUP BY per.value
 ORDER BY bytes DESC, per.value::text NULLS LAST
 LIMIT %(limit)s
+
+-- name: ops_growth__citus
+-- On Citus: ops_growth grouped by thread and hour or day on the shards, then by hour or day on
+-- the coordinator; the writes and new channel values of every checkpoint grouped by checkpoint
+-- and joined by it (Citus plans no function in a lateral join: jsonb_each_text runs in the
+-- select list), each join co-located by thread.
+SELECT g.at, sum(g.checkpoints)::bigint, sum(g.bytes)::bigint
+FROM (
+    SELECT c.thread_id, date_trunc(%(unit)s, c.created_at) AS at, count(*) AS checkpoints,
+           sum(pg_column_size(c.*) + coalesce(w.bytes, 0) + coalesce(b.bytes, 0)) AS bytes
+    FROM {schema}.pgsaver_checkpoints AS c
+    LEFT JOIN (
+        SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, sum(pg_column_size(w.*)) AS bytes
+        FROM {schema}.pgsaver_writes AS w GROUP BY 1, 2, 3
+    ) AS w ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+          AND w.checkpoint_id = c.checkpoint_id
+    LEFT JOIN (
+        SELECT v.thread_id, v.checkpoint_ns, v.checkpoint_id, sum(pg_column_size(b.*)) AS bytes
+        FROM (SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id, x.parent_checkpoint_id,
+                     (jsonb_each_text(x.channel_versions)).key AS channel,
+                     (jsonb_each_text(x.channel_versions)).value AS version
+              FROM {schema}.pgsaver_checkpoints AS x
+              WHERE x.created_at >= %(since)s) AS v
+        JOIN {schema}.pgsaver_blobs AS b
+          ON b.thread_id = v.thread_id AND b.checkpoint_ns = v.checkpoint_ns
+         AND b.channel = v.channel AND b.version = v.version
+        LEFT JOIN {schema}.pgsaver_checkpoints AS p
+          ON p.thread_id = v.thread_id AND p.checkpoint_ns = v.checkpoint_ns
+         AND p.checkpoint_id = v.parent_checkpoint_id
+        WHERE (p.channel_versions ->> v.channel) IS DISTINCT FROM v.version
+        GROUP BY 1, 2, 3
+    ) AS b ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+          AND b.checkpoint_id = c.checkpoint_id
+    WHERE c.created_at >= %(since)s
+    GROUP BY c.thread_id, 2
+) AS g
+GROUP BY g.at
+ORDER BY g.at
 
 -- name: ops_counts__citus
 -- On Citus (a recursive CTE must name one thread): ops_counts, the threads counted by the shards
