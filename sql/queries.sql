@@ -2826,6 +2826,29 @@ WHERE a.attrelid IN (to_regclass(quote_ident(%(schema)s) || '.pgsaver_blobs'),
   AND a.attname <> 'metadata_exact'
 ORDER BY 1, 2
 
+-- name: ops_history_ids
+-- A thread's newest %(limit)s checkpoints (NULL: all) across its namespaces, newest first (ids
+-- are time-ordered): of every namespace, or of %(ns)s and the namespaces below it (a subgraph's
+-- '<node>:<task id>', nested ones after a '|').
+SELECT c.checkpoint_ns, c.checkpoint_id
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id = %(thread_id)s
+  AND (%(ns)s::text IS NULL OR c.checkpoint_ns = %(ns)s
+       OR (%(ns)s <> '' AND (starts_with(c.checkpoint_ns, %(ns)s || ':')
+                            OR starts_with(c.checkpoint_ns, %(ns)s || '|'))))
+ORDER BY c.checkpoint_id DESC, c.checkpoint_ns
+LIMIT %(limit)s
+
+-- name: ops_checkpoint_suffix
+-- The checkpoints of a thread's namespace whose id ends with %(suffix)s (a short id as history
+-- prints it), at most two (two: ambiguous).
+SELECT c.checkpoint_id
+FROM {schema}.pgsaver_checkpoints AS c
+WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
+  AND right(c.checkpoint_id, length(%(suffix)s)) = %(suffix)s
+ORDER BY c.checkpoint_id
+LIMIT 2
+
 -- name: ops_run_ids
 -- The run id of each checkpoint of a thread (the column delete_for_runs selects by), for history.
 SELECT checkpoint_ns, checkpoint_id, run_id

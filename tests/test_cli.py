@@ -21,7 +21,7 @@ import citus
 import psycopg
 import pytest
 from conftest import ON_CITUS, _create_db, _drop_db
-from graphs import approval, delta_chat, two_nodes
+from graphs import approval, delta_chat, two_nodes, with_subgraph
 from pgserver import Server
 from psycopg.conninfo import conninfo_to_dict
 
@@ -425,11 +425,64 @@ def test_history_shows_the_run_id_delete_runs_takes(db_dsn: str) -> None:
     mine = [r for r in got if r["run_id"] == str(run)]
     assert mine
     assert all("run_id" not in r["metadata"] for r in got)
-    assert str(run) in cli("history", "r", dsn=db_dsn).stdout
+    # the run id shown by its end (12 characters), whole with --full-ids
+    assert "…" + str(run)[-12:] in cli("history", "r", dsn=db_dsn).stdout
+    assert str(run) in cli("history", "r", "--full-ids", dsn=db_dsn).stdout
     cli("delete-runs", str(run), "--yes", dsn=db_dsn)
     left = cli_json("history", "r", "--limit", "0", dsn=db_dsn)
     assert len(left) == len(got) - len(mine)
     assert all(r["run_id"] is None for r in left)
+
+
+def test_history_and_show_read_under_pressure(db_dsn: str) -> None:
+    """history: a time column, newest first across namespaces, ids by their end (show takes
+    one), --ns a subgraph's node name for its 'node:<task id>' namespaces; show: a list of
+    messages as 'role: text' lines, the last N."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"answer {len(state['messages'])}\nmore")]}
+
+    chat: StateGraph[Any] = StateGraph(MessagesState)
+    chat.add_node("reply", reply)
+    chat.add_edge(START, "reply")
+    chat.add_edge("reply", END)
+    with PostgresSaver.from_conn_string(db_dsn, max_size=1) as saver:
+        graph = chat.compile(checkpointer=saver)
+        for i in range(4):
+            graph.invoke(
+                {"messages": [("user", f"question {i}")]}, {"configurable": {"thread_id": "chat"}}
+            )
+        nested = with_subgraph().compile(checkpointer=saver)
+        for _ in range(2):
+            nested.invoke({"foo": "x", "inner_log": []}, {"configurable": {"thread_id": "sub"}})
+    shown = cli("show", "chat", "--messages", "3", dsn=db_dsn).stdout
+    assert "messages: 8 messages, the last 3 (--messages 0 for all)" in shown
+    assert "  ai: answer 7 more" in shown
+    assert "  human: question 3" in shown
+    assert "question 0" not in shown
+    assert "  human: question 0" in cli("show", "chat", "--messages", "0", dsn=db_dsn).stdout
+    rows = cli_json("history", "sub", "--limit", "0", dsn=db_dsn)
+    ids = [r["checkpoint_id"] for r in rows]
+    assert ids == sorted(ids, reverse=True)  # newest first, whatever the namespace
+    assert all(r["ts"] for r in rows)
+    below = {r["checkpoint_ns"] for r in rows if r["checkpoint_ns"]}
+    assert below
+    assert all(ns.startswith("child:") for ns in below)
+    child = cli_json("history", "sub", "--ns", "child", "--limit", "0", dsn=db_dsn)
+    assert {r["checkpoint_ns"] for r in child} == below
+    assert all(r["checkpoint_ns"] == "" for r in cli_json("history", "sub", "--ns", "", dsn=db_dsn))
+    cli("history", "sub", "--ns", "chil", dsn=db_dsn, check=1)  # not a node's name: nothing
+    latest = cli_json("history", "sub", "--limit", "3", dsn=db_dsn)
+    assert [r["checkpoint_id"] for r in latest] == ids[:3]
+    text = cli("history", "sub", dsn=db_dsn).stdout
+    assert "time (UTC)" in text
+    root = next(r for r in rows if r["checkpoint_ns"] == "")
+    assert "…" + root["checkpoint_id"][-12:] in text
+    assert root["checkpoint_id"] not in text
+    got = cli_json("show", "sub", "--checkpoint", root["checkpoint_id"][-12:], dsn=db_dsn)
+    assert got["checkpoint_id"] == root["checkpoint_id"]
 
 
 # --------------------------------------------------------------------------- prune

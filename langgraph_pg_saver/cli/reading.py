@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
@@ -24,6 +25,71 @@ from langgraph_pg_saver.cli._common import (
     table,
     thread_table,
 )
+
+#: the least of an id's end shown, more while two listed ids share it
+SHORT_ID = 12
+
+
+def short_ids(ids: list[str]) -> Callable[[str], str]:
+    """A function giving each of ``ids`` by its end: SHORT_ID characters, or as many more as
+    tell the listed ids apart (uuid6 checkpoint ids share their start within a thread)."""
+    distinct = {i for i in ids if i}
+    width = SHORT_ID
+    longest = max((len(i) for i in distinct), default=0)
+    while width < longest and len({i[-width:] for i in distinct}) < len(distinct):
+        width += 4
+    return lambda i: i if len(i) <= width else "…" + i[-width:]
+
+
+def _message(item: Any) -> tuple[str, str] | None:
+    """(role, text) of a chat message as LangGraph stores it: a LangChain message (``type``
+    and ``content``), a dict with ``role`` (or ``type``) and ``content``, a (role, text) pair."""
+    if isinstance(item, dict):
+        role, content = item.get("role", item.get("type")), item.get("content")
+    elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+        role, content = item
+    else:
+        role, content = getattr(item, "type", None), getattr(item, "content", None)
+    if not isinstance(role, str) or content is None:
+        return None
+    if isinstance(content, list):  # content blocks: their text
+        content = " ".join(
+            str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
+        ).strip()
+    text = str(content).replace("\n", " ")
+    calls = getattr(item, "tool_calls", None) or (
+        item.get("tool_calls") if isinstance(item, dict) else None
+    )
+    if calls:
+        names = ", ".join(str(c.get("name", "?")) for c in calls if isinstance(c, dict))
+        text = f"{text} [calls {names}]".strip()
+    return role, text
+
+
+def message_lines(value: Any) -> list[tuple[str, str]] | None:
+    """A non-empty list of chat messages as (role, text) pairs; None for anything else."""
+    if not isinstance(value, list) or not value:
+        return None
+    out = []
+    for item in value:
+        found = _message(item)
+        if found is None:
+            return None
+        out.append(found)
+    return out
+
+
+def clock(ts: str | None) -> str:
+    """A checkpoint's ``ts`` as ``MM-DD HH:MM:SS`` in UTC ("" when it has none)."""
+    if not ts:
+        return ""
+    try:
+        at = datetime.fromisoformat(ts)
+    except ValueError:
+        return ts
+    if at.tzinfo is not None:
+        at = at.astimezone(timezone.utc)
+    return at.strftime("%m-%d %H:%M:%S")
 
 
 @click.command()
@@ -80,13 +146,22 @@ def threads(
 
 @click.command()
 @click.argument("thread_id")
-@click.option("--ns", "checkpoint_ns", default=None, help="Only this namespace ('' = the root).")
+@click.option(
+    "--ns",
+    "checkpoint_ns",
+    default=None,
+    help="Only this namespace and those below it: '' = the root, 'research' = that subgraph's "
+    "'research:<task id>' (default: all).",
+)
 @click.option(
     "--limit",
     default=20,
     show_default=True,
     type=click.IntRange(min=0),
     help="Newest N checkpoints (0: all).",
+)
+@click.option(
+    "--full-ids", is_flag=True, help="Whole checkpoint and run ids (default: their last 12 chars)."
 )
 @keys_options
 @json_option
@@ -96,30 +171,37 @@ def history(
     thread_id: str,
     checkpoint_ns: str | None,
     limit: int,
+    full_ids: bool,
     keys_file: str | None,
     current: str | None,
     no_strict: bool,
     as_json: bool,
 ) -> None:
-    """A thread's checkpoints, newest first: step, source, run id, next nodes, writes, metadata."""
+    """A thread's checkpoints, newest first across namespaces: time, id, namespace, step,
+    source, run id, next nodes, writes, metadata. Ids are shown by their end (unique among
+    those listed; show --checkpoint takes it); --full-ids or --json for whole ones."""
     c.serde = load_serde(keys_file, current, no_strict)
     with c.saver() as saver:
         rows = ops.history(saver, thread_id, checkpoint_ns, limit or None)
     if not rows:
-        raise Failure(f"thread {thread_id!r} has no checkpoints")
+        where = "" if checkpoint_ns is None else f" in namespace {checkpoint_ns!r} or below it"
+        raise Failure(f"thread {thread_id!r} has no checkpoints{where}")
     if as_json:
         emit_json([r.as_dict() for r in rows])
         return
+    ids = (lambda s: s) if full_ids else short_ids([r.checkpoint_id for r in rows])
+    runs = (lambda s: s) if full_ids else short_ids([r.run_id or "" for r in rows])
     table(
         f"thread {thread_id!r}",
-        ["checkpoint", "ns", "step", "source", "run", "next", "writes", "metadata"],
+        ["time (UTC)", "checkpoint", "ns", "step", "source", "run", "next", "writes", "metadata"],
         [
             (
-                r.checkpoint_id,
-                r.checkpoint_ns,
+                clock(r.ts),
+                ids(r.checkpoint_id),
+                short(r.checkpoint_ns, 24) if not full_ids else r.checkpoint_ns,
                 r.step,
                 r.source,
-                r.run_id or "",
+                runs(r.run_id or ""),
                 ", ".join(r.next),
                 ", ".join(sorted({ch for _, ch in r.writes if not ch.startswith("branch:")})),
                 short_json({k: v for k, v in r.metadata.items() if k != "parents"}, 80),
@@ -134,6 +216,14 @@ def history(
 @click.option("--checkpoint", "checkpoint_id", help="This checkpoint (default: the newest).")
 @click.option("--ns", "checkpoint_ns", default="", help="The namespace ('' = the root).")
 @click.option("--all", "show_all", is_flag=True, help="Also LangGraph's internal channels.")
+@click.option(
+    "--messages",
+    "last_messages",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="A list of messages as 'role: text' lines, its last N (0: all of them).",
+)
 @click.option(
     "--width",
     default=SHOW_WIDTH,
@@ -150,6 +240,7 @@ def show(
     checkpoint_id: str | None,
     checkpoint_ns: str,
     show_all: bool,
+    last_messages: int,
     width: int,
     keys_file: str | None,
     current: str | None,
@@ -159,7 +250,10 @@ def show(
     """A checkpoint's channel values, decoded with the serializer."""
     c.serde = load_serde(keys_file, current, no_strict)
     with c.saver() as saver:
-        shown = ops.show(saver, thread_id, checkpoint_id, checkpoint_ns, show_all)
+        try:
+            shown = ops.show(saver, thread_id, checkpoint_id, checkpoint_ns, show_all)
+        except ValueError as exc:  # the end of an id that more than one checkpoint has
+            raise Failure(str(exc)) from exc
     if shown is None:
         where = f"checkpoint {checkpoint_id!r} of " if checkpoint_id else ""
         raise Failure(f"{where}thread {thread_id!r} (namespace {checkpoint_ns!r}) not found")
@@ -171,7 +265,15 @@ def show(
         f"thread {thread_id!r} checkpoint {shown.checkpoint_id} (step {meta.get('step')}, "
         f"{meta.get('source')}); next: {', '.join(shown.next) or '-'}"
     )
-    rows = [(k, short(v, width)) for k, v in shown.values.items()]
+    rows = []
+    conversations = []
+    for k, v in shown.values.items():
+        lines = message_lines(v)
+        if lines is None:
+            rows.append((k, short(v, width)))
+        else:
+            rows.append((k, f"{len(lines)} messages (below)"))
+            conversations.append((k, lines))
     for k, d in shown.delta_channels.items():
         rows.append(
             (
@@ -181,6 +283,16 @@ def show(
             )
         )
     table(None, ["channel", "value"], rows)
+    for k, lines in conversations:
+        kept = lines[-last_messages:] if last_messages else lines
+        left = len(lines) - len(kept)
+        click.echo(
+            f"\n{k}: {len(lines)} messages"
+            + (f", the last {len(kept)} (--messages 0 for all)" if left else "")
+        )
+        for role, text in kept:
+            cut = width and len(text) > width
+            click.echo(f"  {role}: {text[: width - 1] + '…' if cut else text}")
     if shown.pending_writes:
         table(
             "pending writes",

@@ -294,17 +294,29 @@ class HistoryRow(Record):
     next: list[str]
     writes: list[list[str]]
     metadata: dict[str, Any]
+    #: when LangGraph made it (the checkpoint's ``ts``, ISO 8601)
+    ts: str | None = None
 
 
 def history(
     saver: PostgresSaver, thread_id: str, checkpoint_ns: str | None = None, limit: int | None = None
 ) -> list[HistoryRow]:
-    """A thread's newest ``limit`` checkpoints (of one namespace, or all), newest first; [] for a
-    thread without checkpoints."""
-    configurable: dict[str, Any] = {"thread_id": thread_id}
-    if checkpoint_ns is not None:
-        configurable["checkpoint_ns"] = checkpoint_ns
-    found = list(saver.list({"configurable": configurable}, limit=limit))
+    """A thread's newest ``limit`` checkpoints, newest first across namespaces: of every
+    namespace (None), of the root (""), or of a namespace and those below it (a subgraph's
+    node name: ``"research"`` is ``research:<task id>`` and its nested ones); [] for a thread
+    without checkpoints."""
+    driver, q = saver._driver, _queries(saver)
+    ids = driver.fetch_all(
+        q["ops_history_ids"], {"thread_id": thread_id, "ns": checkpoint_ns, "limit": limit}
+    )
+    found = []
+    for ns, cid in ids:
+        config = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        }
+        tup = saver.get_tuple(config)  # type: ignore[arg-type]
+        if tup is not None:  # (pruned since the ids were read)
+            found.append(tup)
     if not found:
         return []
     # a top-level config run id is not in the metadata: the column is what delete_for_runs reads
@@ -328,6 +340,7 @@ def history(
                 next=next_nodes(t.checkpoint),
                 writes=[[task, channel] for task, channel, _ in t.pending_writes or ()],
                 metadata=meta,
+                ts=t.checkpoint.get("ts"),
             )
         )
     return rows
@@ -352,6 +365,30 @@ class Shown(Record):
         return out
 
 
+def full_checkpoint_id(
+    saver: PostgresSaver, thread_id: str, checkpoint_id: str, checkpoint_ns: str = ""
+) -> str:
+    """``checkpoint_id`` as given when a checkpoint has it, else the id of the one checkpoint
+    of the namespace that ends with it (a short id); unchanged when none does. Raises
+    ``ValueError`` when several do."""
+    driver, q = saver._driver, _queries(saver)
+    found = [
+        r[0]
+        for r in driver.fetch_all(
+            q["ops_checkpoint_suffix"],
+            {"thread_id": thread_id, "ns": checkpoint_ns, "suffix": checkpoint_id},
+        )
+    ]
+    if checkpoint_id in found or not found:
+        return checkpoint_id
+    if len(found) > 1:
+        raise ValueError(
+            f"{checkpoint_id!r} ends more than one checkpoint of thread {thread_id!r} "
+            f"({', '.join(found)}, ...): give more of the id"
+        )
+    return str(found[0])
+
+
 def show(
     saver: PostgresSaver,
     thread_id: str,
@@ -359,10 +396,14 @@ def show(
     checkpoint_ns: str = "",
     show_all: bool = False,
 ) -> Shown | None:
-    """A checkpoint (the newest of the namespace without ``checkpoint_id``), or None."""
+    """A checkpoint (the newest of the namespace without ``checkpoint_id``; an id's end, as
+    ``history`` prints it short, names the one it ends), or None. Raises ``ValueError`` when
+    the end of an id is that of more than one checkpoint."""
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id:
-        configurable["checkpoint_id"] = checkpoint_id
+        configurable["checkpoint_id"] = full_checkpoint_id(
+            saver, thread_id, checkpoint_id, checkpoint_ns
+        )
     tup = saver.get_tuple({"configurable": configurable})
     if tup is None:
         return None
