@@ -208,6 +208,26 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
             conn.execute("DROP ROLE lgps_cli_nobody")
 
 
+def test_without_a_dsn_the_cli_names_the_database_libpq_reached(filled: str) -> None:
+    params = conninfo_to_dict(filled)
+    env = {
+        "PGHOST": str(params.get("host", "")),
+        "PGPORT": str(params.get("port", "5432")),
+        "PGDATABASE": str(params["dbname"]),
+        "PGUSER": str(params.get("user", "postgres")),
+    }
+    done = cli("status", "--json", env=env)
+    assert json.loads(done.stdout)["checkpoints"] > 0
+    where = (
+        f"{env['PGHOST']}:{env['PGPORT']}" if not env["PGHOST"].startswith("/") else env["PGHOST"]
+    )
+    assert done.stderr == (
+        f"no --dsn or $LANGGRAPH_PG_DSN: using {where} database {env['PGDATABASE']!r} as "
+        f"{env['PGUSER']!r} (libpq's defaults and PG* variables)\n"
+    )
+    assert cli("status", "--json", dsn=filled).stderr == ""  # a DSN given: nothing said
+
+
 def test_doctor_says_when_autovacuum_is_off_and_what_a_vacuum_returns(filled: str) -> None:
     """autovacuum turned off for a table, and a prune's worth of dead rows in it: doctor warns
     of both (what stays until a VACUUM, what only VACUUM FULL or pg_repack returns to the disk),
@@ -617,6 +637,9 @@ def test_on_a_terminal_prune_asks_first_and_shows_a_progress_bar(filled: str) ->
     assert code == 1, out
     assert "would remove " in out
     assert "Remove these? [y/N]" in out
+    # the plan's walk showed as it went, with its total
+    planned = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    assert re.search(r"plan ━+ (\d+)/\1 threads", planned), planned
     assert stored(filled) == before
     # Ctrl-C at the question: interrupted (130), not a refusal (1)
     code, out = _pty_run(["prune", "--keep-last", "1"], filled, "\x03")
@@ -932,8 +955,15 @@ def test_reencrypt_and_show_with_keys_from_a_file_or_the_environment(
     assert "would seal again 4 checkpoints" in out
     assert "Seal these again? [y/N]" in out
     assert rows_of(db_dsn) == before  # the dry run, the unknown thread and the 'n' changed nothing
-    report = cli_json("reencrypt", "--keys-file", str(keys), dsn=db_dsn)
+    done = cli("reencrypt", "--keys-file", str(keys), "--json", dsn=db_dsn)
+    report = json.loads(done.stdout)
     assert report["checkpoints"] == 4
+    # a line per batch: its pass over the tables, in order (no plan without a terminal: no total)
+    passes = re.findall(
+        r"^reencrypt pass (\d)/3, ([a-z ]+): ([\d,]+) sealed again", done.stderr, re.M
+    )
+    assert [p[0] for p in passes] == sorted(p[0] for p in passes), done.stderr
+    assert passes[-1][1:] == ("checkpoints", "4"), done.stderr
     for key in ("threads", "checkpoints", "writes", "blobs"):
         assert report[key] == plan[key], key
     only_k2 = json.dumps({"k2": k2.hex()})

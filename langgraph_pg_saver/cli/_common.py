@@ -49,6 +49,7 @@ class Ctx:
         self.schema = schema
         self.verbose = verbose
         self.serde: SerializerProtocol | None = None
+        self.named = False  # the database reached by libpq's defaults was named on stderr
 
     @contextmanager
     def saver(self, *, check: bool = True, **kw: Any) -> Iterator[PostgresSaver]:
@@ -59,7 +60,17 @@ class Ctx:
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in self.dsn and "PGCONNECT_TIMEOUT" not in os.environ:
             kwargs["connect_timeout"] = 10
-        psycopg.connect(self.dsn, **kwargs).close()
+        with psycopg.connect(self.dsn, **kwargs) as probe:
+            if not self.dsn and not self.named:
+                # no --dsn nor $LANGGRAPH_PG_DSN: say which database libpq's defaults reached
+                info = probe.info
+                where = info.host if info.host.startswith("/") else f"{info.host}:{info.port}"
+                click.echo(
+                    f"no --dsn or $LANGGRAPH_PG_DSN: using {where} database {info.dbname!r} as "
+                    f"{info.user!r} (libpq's defaults and PG* variables)",
+                    err=True,
+                )
+                self.named = True
         with PostgresSaver.from_conn_string(
             self.dsn, schema=self.schema, serde=self.serde, min_size=1, max_size=2, **kw
         ) as saver:
@@ -328,7 +339,9 @@ class Progress:
             walked = self.calls * self.thread_batch
             if self.total is not None:
                 walked = min(walked, self.total)
-            self.bar.update(self.task, completed=walked, info=info)
+            # short enough for an 80-column terminal beside the bar and the counts
+            brief = f"{report.checkpoints:,} checkpoints {self.verb}"
+            self.bar.update(self.task, completed=walked, info=brief)
         else:
             click.echo(f"{self.label}: thread batch {self.calls} done; {info}", err=True)
 

@@ -131,15 +131,30 @@ def prune(
                 )
 
         asking = asks(yes)
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
+        plan = None
         # with --thread, always: an unknown id is refused before anything is removed
-        plan = run(True, None) if dry_run or asking or thread_ids else None
+        if dry_run or asking or thread_ids:
+            # on a terminal, the plan's walk shows as it goes (it reads every thread)
+            planning = Progress(
+                interactive and not thread_ids,
+                _total_threads(saver, None, start_after)
+                if interactive and not thread_ids
+                else None,
+                thread_batch,
+                "plan",
+                "to remove",
+            )
+            try:
+                plan = run(True, planning.update if planning.bar is not None else None)
+            finally:
+                planning.close()
         if plan is not None and dry_run:
             print_report(plan, as_json, "would remove")
             name_missing(plan, missing_ok, WOULD_REFUSE)
             return
         if plan is not None and plan.missing and not missing_ok:
             refuse(plan, as_json, NOTHING_DELETED.format("removed"))
-        interactive = sys.stdin.isatty() and sys.stderr.isatty()
         if plan is not None and asking:
             show_plan(plan, "would remove")
             if not plan.checkpoints and not plan.threads:
@@ -334,6 +349,35 @@ def delete_runs(
     name_missing(report, missing_ok, "", _no_such_runs)
 
 
+class PassProgress:
+    """reencrypt's progress on stderr, a line per batch: its pass over the tables (channel
+    values, then writes, then checkpoints), the rows of that pass sealed again so far, out of
+    the plan's count when there is one."""
+
+    PASSES = (
+        ("channel values", "blobs"),
+        ("pending writes", "writes"),
+        ("checkpoints", "checkpoints"),
+    )
+
+    def __init__(self, plan: Report | None) -> None:
+        self.plan = plan
+        self.before: dict[str, int] = {field: 0 for _, field in self.PASSES}
+
+    def update(self, report: Report) -> None:
+        for n, (name, field) in enumerate(self.PASSES, 1):
+            done = int(getattr(report, field))
+            if done == self.before[field]:
+                continue
+            self.before[field] = done
+            of = f"/{int(getattr(self.plan, field)):,}" if self.plan is not None else ""
+            click.echo(
+                f"reencrypt pass {n}/3, {name}: {done:,}{of} sealed again; "
+                f"last thread {report.last_thread_id!r}",
+                err=True,
+            )
+
+
 def _no_such_runs(ids: Sequence[str]) -> str:
     names = ", ".join(repr(r) for r in ids)
     if len(ids) == 1:
@@ -367,7 +411,7 @@ def reencrypt(
     c.serde = load_serde(keys_file, current, no_strict)
     if c.serde is None:
         raise click.UsageError("reencrypt needs keys: --keys-file or $LANGGRAPH_PG_KEYS")
-    progress = Progress(False, None, 1, "reencrypt", "sealed again")
+    plan: Report | None = None
     with c.saver() as saver:
         if dry_run or asks(yes):
             plan = saver.reencrypt(thread_id, full=full, dry_run=True)
@@ -382,6 +426,7 @@ def reencrypt(
                 click.echo("nothing to seal again", err=True)
                 return
             click.confirm("Seal these again?", abort=True, err=True)
+        progress = PassProgress(plan)
         try:
             report = saver.reencrypt(
                 thread_id, batch=batch_size, full=full, progress=progress.update
