@@ -22,6 +22,7 @@ from psycopg import Connection
 from psycopg.errors import UndefinedFunction
 from psycopg_pool import ConnectionPool
 
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.checkpoint import history as _history
 from langgraph_pg_saver.checkpoint import imports as _import
 from langgraph_pg_saver.checkpoint import keys as _keys
@@ -222,6 +223,7 @@ class PostgresSaver(PoolOwner, SaverBase):
 
     # ------------------------------------------------------------------ the base contract
 
+    @_telemetry.instrumented("get_tuple")
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         self._driver.find_citus()  # the statements' forms for this database
@@ -388,6 +390,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             rows = self._driver.fetch_all(self._q["pending_sends"], params)
             _legacy.migrate_pending_sends(self.serde, tuples, rows)
 
+    @_telemetry.instrumented("put")
     def put(
         self,
         config: RunnableConfig,
@@ -407,6 +410,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             compress=self._compression is not None,
         )
         stored = self._driver.run(self._put_call(put, metadata))
+        _telemetry.written("put", 1 + len(new_versions), put.params)
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
             orphan = self._driver.run(self._put_orphan_call(put, metadata))
@@ -417,6 +421,7 @@ class PostgresSaver(PoolOwner, SaverBase):
                 )
         return _writing.put_result(put.params)
 
+    @_telemetry.instrumented("put_writes")
     def put_writes(
         self,
         config: RunnableConfig,
@@ -433,7 +438,9 @@ class PostgresSaver(PoolOwner, SaverBase):
         if built is None:
             return
         self._driver.run(self._put_writes_call(built))
+        _telemetry.written("put_writes", len(writes), getattr(built, "params", None))
 
+    @_telemetry.instrumented("delete_thread")
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.
 
@@ -456,6 +463,7 @@ class PostgresSaver(PoolOwner, SaverBase):
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 
+    @_telemetry.instrumented("get_delta_channel_history")
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -487,6 +495,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             )
         return result
 
+    @_telemetry.instrumented("prune")
     def prune(  # type: ignore[override]  # returns a Report (None upstream)
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", dry_run: bool = False
     ) -> Report:
@@ -506,6 +515,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("copy_thread")
     def copy_thread(  # type: ignore[override]  # returns a Report (None upstream)
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
     ) -> Report:
@@ -525,6 +535,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("reencrypt")
     def reencrypt(
         self,
         thread_id: str | None = None,
@@ -570,6 +581,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("import_official")
     def import_official(
         self,
         *,
@@ -615,6 +627,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("delete_for_runs")
     def delete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
         self, run_ids: Sequence[str], *, dry_run: bool = False
     ) -> Report:
@@ -639,6 +652,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("retention")
     def retention(
         self,
         *,

@@ -31,6 +31,7 @@ from psycopg import AsyncConnection
 from psycopg.errors import UndefinedFunction
 from psycopg_pool import AsyncConnectionPool
 
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.checkpoint import history as _history
 from langgraph_pg_saver.checkpoint import imports as _import
 from langgraph_pg_saver.checkpoint import keys as _keys
@@ -277,6 +278,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
     # ------------------------------------------------------------------ the base contract
 
+    @_telemetry.instrumented("get_tuple")
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the latest of its thread and namespace without an id)."""
         await self._driver.find_citus()  # the statements' forms for this database
@@ -445,6 +447,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             rows = await self._driver.fetch_all(self._q["pending_sends"], params)
             _legacy.migrate_pending_sends(self.serde, tuples, rows)
 
+    @_telemetry.instrumented("put")
     async def aput(
         self,
         config: RunnableConfig,
@@ -464,6 +467,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             compress=self._compression is not None,
         )
         stored = await self._driver.run(self._put_call(put, metadata))
+        _telemetry.written("put", 1 + len(new_versions), put.params)
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
             orphan = await self._driver.run(self._put_orphan_call(put, metadata))
@@ -474,6 +478,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                 )
         return _writing.put_result(put.params)
 
+    @_telemetry.instrumented("put_writes")
     async def aput_writes(
         self,
         config: RunnableConfig,
@@ -490,7 +495,9 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         if built is None:
             return
         await self._driver.run(self._put_writes_call(built))
+        _telemetry.written("put_writes", len(writes), getattr(built, "params", None))
 
+    @_telemetry.instrumented("delete_thread")
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of ``thread_id``, in all namespaces.
 
@@ -513,6 +520,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 
+    @_telemetry.instrumented("get_delta_channel_history")
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -544,6 +552,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             )
         return result
 
+    @_telemetry.instrumented("prune")
     async def aprune(  # type: ignore[override]  # returns a Report (None upstream)
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", dry_run: bool = False
     ) -> Report:
@@ -563,6 +572,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("copy_thread")
     async def acopy_thread(  # type: ignore[override]  # returns a Report (None upstream)
         self, source_thread_id: str, target_thread_id: str, *, overwrite: bool = False
     ) -> Report:
@@ -582,6 +592,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("reencrypt")
     async def areencrypt(
         self,
         thread_id: str | None = None,
@@ -627,6 +638,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("import_official")
     async def aimport_official(
         self,
         *,
@@ -672,6 +684,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("delete_for_runs")
     async def adelete_for_runs(  # type: ignore[override]  # returns a Report (None upstream)
         self, run_ids: Sequence[str], *, dry_run: bool = False
     ) -> Report:
@@ -696,6 +709,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         )
         return report
 
+    @_telemetry.instrumented("retention")
     async def aretention(
         self,
         *,

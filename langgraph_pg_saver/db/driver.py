@@ -19,6 +19,7 @@ from psycopg import Connection, Cursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
@@ -138,6 +139,7 @@ class Driver:
         self.conn: Connection[Any] | None = None
         if isinstance(conn, ConnectionPool):
             self.pool = conn
+            _telemetry.watch_pool(self)
         elif isinstance(conn, Connection):
             self.conn = conn
         else:
@@ -302,6 +304,7 @@ class Driver:
         if self.state.closed:  # closed while this call waited: it never starts a statement
             pool.putconn(conn)
             raise closed_error(self.owner)
+        _telemetry.pool_waited(_monotonic() - started)
         return conn
 
     @contextmanager
@@ -538,6 +541,7 @@ class Driver:
                 self.pool.check()
         _sleep(pause)
         self.state.retries += 1
+        _telemetry.retried(exc)
         return not self.state.closed
 
     def _run_once(self, call: Call, wait: float | None = None) -> Any:

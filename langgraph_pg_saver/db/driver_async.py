@@ -32,6 +32,7 @@ from psycopg import AsyncConnection, AsyncCursor, errors
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.policy import (
@@ -160,6 +161,7 @@ class AsyncDriver:
         self.conn: AsyncConnection[Any] | None = None
         if isinstance(conn, AsyncConnectionPool):
             self.pool = conn
+            _telemetry.watch_pool(self)
         elif isinstance(conn, AsyncConnection):
             self.conn = conn
         else:
@@ -346,6 +348,7 @@ class AsyncDriver:
         if self.state.closed:  # closed while this call waited: it never starts a statement
             await pool.putconn(conn)
             raise closed_error(self.owner)
+        _telemetry.pool_waited(_monotonic() - started)
         return conn
 
     @asynccontextmanager
@@ -584,6 +587,7 @@ class AsyncDriver:
                 await self.pool.check()
         await _sleep(pause)
         self.state.retries += 1
+        _telemetry.retried(exc)
         return not self.state.closed
 
     async def _run_once(self, call: Call, wait: float | None = None) -> Any:

@@ -20,6 +20,7 @@ from psycopg import Connection, errors
 from psycopg_pool import ConnectionPool
 
 import langgraph_pg_saver.store.rules as _store
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver import CLOSE_TIMEOUT, Driver
@@ -308,6 +309,7 @@ class PostgresStore(PoolOwner, SyncStoreBase):
 
     # ------------------------------------------------------------------ batches
 
+    @_telemetry.instrumented("store.batch")
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the store as it was before the batch's
         writes), then every put and delete of the batch in one transaction. On the async

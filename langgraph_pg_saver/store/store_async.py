@@ -18,6 +18,7 @@ from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 import langgraph_pg_saver.store.rules as _store
+from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db import steps as _steps
 from langgraph_pg_saver.db.driver_async import CLOSE_TIMEOUT, AsyncDriver
@@ -339,6 +340,7 @@ class AsyncPostgresStore(AsyncPoolOwner, AsyncStoreBase):
 
     # ------------------------------------------------------------------ batches
 
+    @_telemetry.instrumented("store.batch")
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads first (they see the store as it was before the batch's
         writes), then every put and delete of the batch in one transaction. On the async
