@@ -59,6 +59,31 @@ SCRIPT = textwrap.dedent(
         else:
             failed = None
         gauges = reader.get_metrics_data() if configure else None
+        # a read waiting on a lock, its backend killed: the driver reruns it (a retry, its cause)
+        import threading, time
+        import psycopg
+        locker = psycopg.connect(dsn)
+        locker.execute("LOCK TABLE pgsaver_checkpoints IN ACCESS EXCLUSIVE MODE")
+
+        def kill():
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                for _ in range(200):
+                    waiting = admin.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND datname = current_database() AND pid <> pg_backend_pid()"
+                    ).fetchall()
+                    if waiting:
+                        admin.execute("SELECT pg_terminate_backend(%s)", (waiting[0][0],))
+                        break
+                    time.sleep(0.05)
+            time.sleep(0.3)
+            locker.rollback()
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        assert saver.get_tuple({{"configurable": {{"thread_id": "otel"}}}}) is not None
+        killer.join()
+        locker.close()
 
     async def run_async():
         async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
@@ -137,6 +162,8 @@ def test_spans_and_metrics_of_the_savers_and_the_store(db_dsn: str) -> None:
     assert total("langgraph_pg_saver.written.rows", **{"db.operation.name": "put_writes"}) >= 2
     assert total("langgraph_pg_saver.written.bytes", **{"db.operation.name": "put_writes"}) > 0
     assert total("langgraph_pg_saver.pool.wait") >= 3
+    # the read whose backend was killed while it waited: rerun once, its cause named
+    assert total("langgraph_pg_saver.retries", **{"error.type": "AdminShutdown"}) >= 1
     # the sync saver's pool, read while it was open
     sizes = [a for n, a, _ in got["gauges"] if n == "langgraph_pg_saver.pool.connections"]
     assert {a["state"] for a in sizes} == {"size", "idle", "waiting"}
