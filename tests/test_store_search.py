@@ -219,7 +219,11 @@ def test_a_vectors_table_older_than_the_function_still_searches(vector_dsn: str)
         store.setup()
         load(store)
         with psycopg.connect(vector_dsn, autocommit=True) as conn:
-            conn.execute("DROP FUNCTION pgsaver_store_nearest_cosine")
+            old = "text, text, text, jsonb, boolean, " + ", ".join(["integer"] * 9)
+            conn.execute(
+                f"DROP FUNCTION pgsaver_store_nearest_cosine({old}),"
+                f" pgsaver_store_nearest_cosine({old}, text)"
+            )
         with pytest.raises(SchemaError, match="pgsaver_store_nearest_cosine"):
             store.setup(check=True)
         with PostgresStore.from_conn_string(vector_dsn, index=index) as old:  # type: ignore[arg-type]
@@ -470,24 +474,38 @@ def test_iterative_scan_off_answers_from_the_first_candidates(
     assert rare["pgsaver_store_vectors_hnsw_cosine_idx"][1] == 0, rare
 
 
-def test_setup_drops_the_search_function_of_an_earlier_release(vector_dsn: str) -> None:
-    """The search function's earlier form (14 arguments, before ``iterative_scan``) is dropped
-    by setup(): one function of that name is left, and searches call it."""
+def test_setup_keeps_the_search_function_of_an_earlier_release_as_a_call(
+    vector_dsn: str,
+) -> None:
+    """The search function's earlier form (14 arguments, before ``iterative_scan``), which a
+    store of an earlier release calls during a rolling upgrade, is made by setup() as a call of
+    the current one: the same rows, in one statement."""
     index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
-    args = "text, text, text, jsonb, boolean, " + ", ".join(["integer"] * 9)
+    with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
+        store.setup()
+        store.put(("a",), "k", {"text": "w1 w2"})
+        store.put(("a",), "j", {"text": "w3"})
+        assert store.search(("a",), query="w1")[0].key == "k"
+    vector = "[" + ",".join(str(x) for x in embed(["w1"])[0]) + "]"
+    args = (vector, "a", "a.%", None, False, 0, 10, 10, 0, 10, 10, 40, 8, 4)
     with psycopg.connect(vector_dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(
-            f"CREATE FUNCTION pgsaver_store_nearest_cosine({args}) RETURNS SETOF integer"
-            " LANGUAGE sql AS 'SELECT 1'"
-        )
-        with PostgresStore.from_conn_string(vector_dsn, index=index) as store:  # type: ignore[arg-type]
-            store.setup()
-            store.put(("a",), "k", {"text": "w1 w2"})
-            assert [i.key for i in store.search(("a",), query="w1")] == ["k"]
-        found = conn.execute(
+        forms = conn.execute(
             "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc"
-            " WHERE proname = 'pgsaver_store_nearest_cosine'"
+            " WHERE proname = 'pgsaver_store_nearest_cosine' ORDER BY pronargs"
         ).fetchall()
-    assert len(found) == 1, found
-    assert found[0][0].endswith("p_scan text"), found
+        old = conn.execute(
+            "SELECT key, distance FROM pgsaver_store_nearest_cosine("
+            + ", ".join(["%s"] * 14)
+            + ")",
+            args,
+        ).fetchall()
+        new = conn.execute(
+            "SELECT key, distance FROM pgsaver_store_nearest_cosine("
+            + ", ".join(["%s"] * 15)
+            + ")",
+            (*args, None),
+        ).fetchall()
+    assert len(forms) == 2, forms
+    assert forms[1][0].endswith("p_scan text"), forms
+    assert old == new
+    assert old[0][0] == "k"

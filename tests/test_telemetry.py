@@ -106,7 +106,9 @@ SCRIPT = textwrap.dedent(
                         out.append([m.name, dict(p.attributes), value])
         return out
 
+    from langgraph_pg_saver import telemetry
     print(json.dumps({{
+        "made": [telemetry._I.tracer is not None, telemetry._I.meter_provider is not None],
         "failed": failed,
         "spans": [
             {{"name": s.name, "kind": s.kind.name, "attributes": dict(s.attributes),
@@ -132,6 +134,7 @@ def _run(dsn: str, configure: bool) -> dict[str, Any]:
 
 def test_spans_and_metrics_of_the_savers_and_the_store(db_dsn: str) -> None:
     got = _run(db_dsn, configure=True)
+    assert got["made"] == [True, True]
     spans = got["spans"]
     names = {s["name"] for s in spans}
     for op in ("put", "put_writes", "get_tuple", "store.batch"):
@@ -171,6 +174,7 @@ def test_spans_and_metrics_of_the_savers_and_the_store(db_dsn: str) -> None:
 
 def test_nothing_is_recorded_without_providers(db_dsn: str) -> None:
     got = _run(db_dsn, configure=False)
+    assert got["made"] == [False, False]  # no tracer, no instruments: every hook returned
     assert got["spans"] == []
     assert got["metrics"] == []
     assert got["failed"] is not None  # the operations ran as ever

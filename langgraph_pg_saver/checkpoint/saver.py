@@ -410,7 +410,6 @@ class PostgresSaver(PoolOwner, SaverBase):
             compress=self._compression is not None,
         )
         stored = self._driver.run(self._put_call(put, metadata))
-        _telemetry.written("put", 1 + len(new_versions), put.params)
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
             orphan = self._driver.run(self._put_orphan_call(put, metadata))
@@ -419,6 +418,7 @@ class PostgresSaver(PoolOwner, SaverBase):
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
+        _telemetry.written("put", 1 + len(new_versions), put.params)
         return _writing.put_result(put.params)
 
     @_telemetry.instrumented("put_writes")

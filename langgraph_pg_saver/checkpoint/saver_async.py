@@ -467,7 +467,6 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             compress=self._compression is not None,
         )
         stored = await self._driver.run(self._put_call(put, metadata))
-        _telemetry.written("put", 1 + len(new_versions), put.params)
         if stored is None or stored[0] is False:
             # the parent is not stored: a second statement, on this rare path only
             orphan = await self._driver.run(self._put_orphan_call(put, metadata))
@@ -476,6 +475,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
+        _telemetry.written("put", 1 + len(new_versions), put.params)
         return _writing.put_result(put.params)
 
     @_telemetry.instrumented("put_writes")

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """The console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
-    stop_on_sigterm()
+    previous = stop_on_sigterm()
     try:
         main_group.main(args=args, prog_name="langgraph-pg-saver", standalone_mode=False)
     except click.exceptions.Abort as exc:
@@ -100,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(stop_code(exc))
     except (Failure, PgSaverError, psycopg.Error, OSError) as exc:
         fail(exc, verbose)
+    finally:
+        if previous is not None:  # main() called in a process of the caller's (the demo)
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

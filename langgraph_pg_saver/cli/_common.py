@@ -246,14 +246,21 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
     raise Terminated
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM raises ``Terminated`` in the main thread (where the command runs)."""
+def stop_on_sigterm() -> Any:
+    """SIGTERM raises ``Terminated`` in the main thread (where the command runs); returns the
+    handler it replaced (None outside the main thread, where nothing is installed)."""
     import signal
+    import threading
 
-    signal.signal(signal.SIGTERM, _terminate)
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 def stop_code(exc: BaseException) -> int:
@@ -315,6 +322,7 @@ class Progress:
         self.calls = 0
         self.bar: Any = None
         if interactive:
+            from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
@@ -324,6 +332,7 @@ class Progress:
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
                 transient=False,
+                console=Console(stderr=True),  # stdout is for the report (--json)
             )
             self.bar.start()
             self.task = self.bar.add_task("prune", total=total, info="")

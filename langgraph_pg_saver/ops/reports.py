@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
@@ -221,21 +221,17 @@ def growth(saver: PostgresSaver, window: timedelta, unit: str = "day") -> list[G
     if unit not in ("hour", "day"):
         raise ValueError(f"unit must be 'hour' or 'day', not {unit!r}")
     driver, q = saver._driver, _queries(saver)
-    now_row = driver.fetch_one(q["ops_now"], {"unit": unit, "window": window})
-    assert now_row is not None
-    first, last = now_row[0], now_row[1]
-    rows = driver.fetch_all(q["ops_growth"], {"unit": unit, "since": first})
-    found = {r[0]: GrowthRow(r[0], int(r[1]), int(r[2])) for r in rows}
-    step = timedelta(hours=1) if unit == "hour" else timedelta(days=1)
-    out: list[GrowthRow] = []
-    at = first
-    while at <= last:
-        out.append(found.get(at, GrowthRow(at, 0, 0)))
-        # a day across a change of the clocks is 23 or 25 hours: the server's truncation decides
-        at = at + step
-        if unit == "day":
-            at = at.replace(hour=0, minute=0, second=0, microsecond=0)
-    return out
+    buckets = [r[0] for r in driver.fetch_all(q["ops_buckets"], {"unit": unit, "window": window})]
+    if not buckets:
+        return []
+    rows = driver.fetch_all(q["ops_growth"], {"unit": unit, "since": buckets[0]})
+
+    def instant(at: datetime) -> datetime:
+        # compared as instants: two hours of a night the clocks go back differ only in fold
+        return at.astimezone(timezone.utc) if at.tzinfo is not None else at
+
+    found = {instant(r[0]): GrowthRow(r[0], int(r[1]), int(r[2])) for r in rows}
+    return [found.get(instant(at), GrowthRow(at, 0, 0)) for at in buckets]
 
 
 def sizes_by(saver: PostgresSaver, key: str, limit: int | None = None) -> list[SizeRow]:
@@ -371,6 +367,7 @@ def full_checkpoint_id(
     """``checkpoint_id`` as given when a checkpoint has it, else the id of the one checkpoint
     of the namespace that ends with it (a short id); unchanged when none does. Raises
     ``ValueError`` when several do."""
+    checkpoint_id = checkpoint_id.lstrip("…")  # pasted from history's short form
     driver, q = saver._driver, _queries(saver)
     found = [
         r[0]

@@ -811,11 +811,19 @@ def nearest_function(spec: IndexSpec) -> str:
 
 
 def nearest_old_ddl(schema_sql: str, spec: IndexSpec) -> str:
-    """Drops the search function's form before ``p_scan`` (14 arguments) that an earlier
-    release's setup() made: a store of that release finds it missing and searches in several
-    statements (its fallback) until it is upgraded."""
-    args = "text, text, text, jsonb, boolean, " + ", ".join(["integer"] * 9)
-    return f"DROP FUNCTION IF EXISTS {schema_sql}.{nearest_function(spec)}({args})"
+    """The search function's form before ``p_scan`` (14 arguments), which stores of an earlier
+    release call: made (or replaced) as a call of the current one with ``p_scan`` NULL (the
+    default scan), so that during a rolling upgrade they search as before, in one statement."""
+    name = f"{schema_sql}.{nearest_function(spec)}"
+    args = ", ".join(["text", "text", "text", "jsonb", "boolean"] + ["integer"] * 9)
+    passed = ", ".join(f"${i}" for i in range(1, 15))
+    return (
+        f"CREATE OR REPLACE FUNCTION {name}({args})"
+        " RETURNS TABLE (prefix text, key text, value jsonb, value_exact text,"
+        " created_at timestamptz, updated_at timestamptz, ttl_minutes double precision,"
+        " distance double precision)"
+        f" LANGUAGE sql AS $fn$ SELECT * FROM {name}({passed}, NULL::text) $fn$"
+    )
 
 
 def zero_index_ddl(schema_sql: str, spec: IndexSpec) -> str | None:
@@ -1134,7 +1142,8 @@ BEGIN
                        THEN p_ef::float8 * p_tuples
                        ELSE ceil(sqrt(p_cand::float8 * p_tuples * greatest(everything, 1))) END)
                        )::bigint;
-        IF bounded AND p_filter IS NOT NULL AND p_prefix IS NOT NULL THEN
+        IF bounded AND p_filter IS NOT NULL AND p_prefix IS NOT NULL
+           AND everything > {FIRST_WHOLE_ITEMS} THEN
             -- iterative_scan off: the items outside the prefix's key range, up to the bound
             -- (two short index-only ranges of the primary key)
             PERFORM {planner_off};
