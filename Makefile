@@ -59,5 +59,5 @@ bench-citus: install  ## the hot operations on a Citus cluster against one serve
 profile: install  ## where each hot operation's time goes, per call, both savers and the floor (docs/performance.md); ARGS="--pooler --calls 400"
 	$(PY) -m benchmarks.profile $(ARGS)
 
-sql: install  ## a statement as the server receives it: make sql NAME=put ARGS="claim=false blob_rows=2" (NAME=--list lists them)
+sql: install  ## a statement as the server receives it: make sql NAME=put ARGS="claim=false blob_rows=2 status=pending" (NAME=--list lists them)
 	$(PY) -m langgraph_pg_saver.db.render $(NAME) $(ARGS)

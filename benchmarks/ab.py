@@ -10,7 +10,11 @@ shuffled order each time), on threads of their own, through one ``from_conn_stri
 - ``arrays``: put and put_writes send their rows as arrays (psycopg's list dumpers) instead of
   scalar parameters of a VALUES list;
 - ``upsert only``: no plain INSERT tried first: always the ``ON CONFLICT`` statement;
-- ``no kept cursor``: a new cursor per statement instead of the connection's kept one.
+- ``no kept cursor``: a new cursor per statement instead of the connection's kept one;
+- ``no thread status``: put's statement without the upkeep of migration 0014's status row (its
+  RETURNING holds ``true`` instead of the call of ``pgsaver_put_status``), what the threads by
+  status cost each put. The checkpoints schedule a node (a ``branch:to:`` channel holds a value),
+  as in the middle of a run: the upkeep's usual case, a probe that writes nothing.
 
 It prints the median put and put_writes latency of each variant. It asserts nothing.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import time
@@ -35,17 +40,35 @@ from langgraph_pg_saver.db import driver as _driver_sync
 from . import payloads
 from .server import bench_database
 
-VARIANTS = ("current", "arrays", "upsert only", "no kept cursor")
+VARIANTS = ("current", "arrays", "upsert only", "no kept cursor", "no thread status")
+_STATUS_CALL = re.compile(rb"\S+\.pgsaver_put_status\(.*?%\(status\)s::text\)", re.S)
 _PUT_SQL = SaverBase._put_sql
 _WRITES_SQL = SaverBase._put_writes_sql
 _VALUES_MAX = _writing.VALUES_MAX_ROWS
 _KEEP_MAX = _driver_sync.KEEP_CURSOR_MAX_BYTES
 
 
+_WITHOUT: dict[bytes, bytes] = {}
+
+
+def _without_status(query: bytes) -> bytes:
+    """put's statement with ``true`` for the status upkeep (made once per statement: the
+    substitution is not part of what is measured)."""
+    done = _WITHOUT.get(query)
+    if done is None:
+        done = _WITHOUT[query] = type(query)(_STATUS_CALL.sub(b"true", query))
+    return done
+
+
 def configure(variant: str) -> None:
     _writing.VALUES_MAX_ROWS = 0 if variant == "arrays" else _VALUES_MAX
     _driver_sync.KEEP_CURSOR_MAX_BYTES = -1 if variant == "no kept cursor" else _KEEP_MAX
-    if variant == "upsert only":
+    if variant == "no thread status":
+        SaverBase._put_sql = lambda self, put: tuple(  # type: ignore[method-assign,assignment,return-value]
+            _without_status(q) for q in _PUT_SQL(self, put)
+        )
+        SaverBase._put_writes_sql = _WRITES_SQL  # type: ignore[method-assign]
+    elif variant == "upsert only":
         SaverBase._put_sql = lambda self, put: (_PUT_SQL(self, put)[1], None)  # type: ignore[method-assign,assignment,return-value]
         SaverBase._put_writes_sql = lambda self, w: (_WRITES_SQL(self, w)[1], None)  # type: ignore[method-assign]
     else:
@@ -57,6 +80,8 @@ def run(dsn: str, calls: int) -> dict[str, dict[str, float]]:
     rng = random.Random(13)
     channels = [f"ch{i}" for i in range(12)]
     values = {c: payloads.channel_value(i) for i, c in enumerate(channels)}
+    channels.append("branch:to:agent")  # a node scheduled: the thread is pending
+    values["branch:to:agent"] = None
     times: dict[str, dict[str, list[float]]] = {v: {"put": [], "put_writes": []} for v in VARIANTS}
     with PostgresSaver.from_conn_string(dsn, max_size=1) as saver:
         saver.setup()

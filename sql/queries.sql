@@ -42,7 +42,7 @@ guard AS (
 )
 {_put_row}
 {_put_row_upsert}
-RETURNING 1
+RETURNING {_put_status}
 
 -- name: put_new
 -- put for the usual case: a new checkpoint whose blobs are new (versions carry a random part), in
@@ -53,7 +53,7 @@ RETURNING 1
     {_put_blobs}
 )
 {_put_row}
-RETURNING 1
+RETURNING {_put_status}
 
 -- name: put_plain
 -- put with the parent check inline (_put_checked_plain), for a schema without migration 0011's
@@ -76,7 +76,7 @@ RETURNING 1
 RETURNING 1
 
 -- name: put_call
--- put_new as a call of migration 0006's function, for a connection that prepares nothing (behind a
+-- put_new as a call of migration 0006's function (in migration 0014's form, with the status), for a connection that prepares nothing (behind a
 -- pooler): this short statement is all that is parsed and planned per call; the function's own
 -- statements are planned once per server session. Its one row is false when the parent is not
 -- stored (the saver then tries put_orphan). A bare SELECT of the call, the shape Citus delegates
@@ -86,7 +86,7 @@ SELECT {schema}.pgsaver_put(
     %(parent_checkpoint_id)s::text, %(run_id)s::text, %(type)s::text, %(checkpoint)b::bytea,
     %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b::bytea,
     %(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
-    %(blob_values)b::bytea[])
+    %(blob_values)b::bytea[], %(status)s::text)
 
 -- name: put_orphan
 -- put's second try, when put inserted nothing: its parent is not stored (never was: tests, tools and
@@ -127,7 +127,25 @@ WITH {_guard}, parent AS (
 )
 {_put_row}
 {_put_row_upsert}
-RETURNING 1
+RETURNING {_put_status}
+
+-- name: _put_status
+-- What put, put_new and put_orphan return for the row they stored (none when they stored none):
+-- migration 0014's upkeep of the thread's status row (the stored row's columns, and the slot
+-- {status} a constant: Citus could not type parameters here), given the status the saver read from the
+-- checkpoint ('pending' when it schedules nodes, 'idle' when it schedules none, NULL for a
+-- subgraph's namespace); true. The plain forms (put_plain, put_new_plain), for a schema or role
+-- without the functions, leave the row alone.
+{schema}.pgsaver_put_status(thread_id, checkpoint_ns, checkpoint_id, {status}::text)
+
+-- name: _put_status__citus
+-- On Citus: nothing (a function reading distributed tables cannot run inside a statement on a
+-- shard). The puts that keep the status row there are the calls of pgsaver_put, which Citus
+-- delegates whole to the thread's worker, and a guarded put (single_writer=True), which the
+-- saver follows with put_status_mark; not an upsert after a unique violation (a retried put of
+-- the same checkpoint) nor a put on a connection that prepares (the caller's own).
+-- (The slot stays, so that the statement is rendered as on one server.)
+{status}::text IS NULL OR true
 
 -- name: _put_checked
 -- Mirrored by migration 0006's pgsaver_put (put_call): a change here needs a migration replacing it.
@@ -838,6 +856,12 @@ JOIN {schema}.pgsaver_writes AS w
 WHERE w.channel = '__pregel_tasks'
 ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_path, w.task_id, w.idx
 
+-- name: delete_thread_call
+-- delete_thread as a call of migration 0014's function: the same deletes, and the thread's status
+-- row, in one round trip (a bare call: Citus runs it on the thread's worker). Where the function
+-- cannot be called, delete_thread.
+SELECT {schema}.pgsaver_delete_thread(%(thread_id)s::text)
+
 -- name: delete_thread
 WITH deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = %(thread_id)s
@@ -845,6 +869,231 @@ WITH deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_writes WHERE thread_id = %(thread_id)s
 )
 DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
+
+-- name: refresh_status
+-- A thread's status row set again from what is stored (migration 0014), after a job changed its
+-- checkpoints: a delete, copy_thread's target, delete_for_runs, an import. A bare call: Citus runs
+-- it on the thread's worker.
+SELECT {schema}.pgsaver_refresh_status(%(thread_id)s::text)
+
+-- name: put_status_mark
+-- After put_writes of a task's write to __interrupt__ or __error__ at a root checkpoint: the
+-- thread's status row says so (migration 0014; nothing when the checkpoint is not the thread's
+-- newest root checkpoint).
+SELECT {schema}.pgsaver_put_status(%(thread_id)s::text, %(checkpoint_ns)s::text,
+                                   %(checkpoint_id)s::text, %(status)s::text)
+
+-- name: _status_rule
+-- A thread's status, read from its newest root checkpoint (alias c): migration 0014's rule, as
+-- its pgsaver_refresh_status reads it ('idle' where that returns no row). Readers check with it
+-- every row of the status table they return.
+CASE
+    WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                 WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                   AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__error__')
+        THEN 'error'
+    WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                 WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                   AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__interrupt__')
+        THEN 'interrupted'
+    WHEN EXISTS (SELECT 1 FROM jsonb_each_text(c.channel_versions) AS e
+                 JOIN {schema}.pgsaver_blobs AS b
+                   ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+                  AND b.channel = e.key AND b.version = e.value
+                 WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
+                   AND b.type <> 'empty')
+        THEN 'pending'
+    ELSE 'idle'
+END
+
+-- name: _status_rule__citus
+-- On Citus (whose planner fails on jsonb_each_text's columns in this correlated subquery):
+-- _status_rule with the trigger channels' values found among the thread's root blobs of those
+-- channels, each compared with the checkpoint's version of it.
+CASE
+    WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                 WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                   AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__error__')
+        THEN 'error'
+    WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                 WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                   AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__interrupt__')
+        THEN 'interrupted'
+    WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_blobs AS b
+                 WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+                   AND (b.channel = '__start__'
+                        OR (b.channel >= 'branch:to:' AND b.channel < 'branch:to;'))
+                   AND b.version = c.channel_versions ->> b.channel
+                   AND b.type <> 'empty')
+        THEN 'pending'
+    ELSE 'idle'
+END
+
+-- name: _next_nodes__citus
+ARRAY(SELECT CASE WHEN b.channel = '__start__' THEN b.channel ELSE substr(b.channel, 11) END
+      FROM {schema}.pgsaver_blobs AS b
+      WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+        AND (b.channel = '__start__' OR (b.channel >= 'branch:to:' AND b.channel < 'branch:to;'))
+        AND b.version = c.channel_versions ->> b.channel
+        AND b.type <> 'empty'
+      ORDER BY 1)
+
+-- name: _next_nodes
+-- The nodes the root checkpoint c schedules: its trigger channels that hold a value.
+ARRAY(SELECT CASE WHEN e.key = '__start__' THEN e.key ELSE substr(e.key, 11) END
+      FROM jsonb_each_text(c.channel_versions) AS e
+      JOIN {schema}.pgsaver_blobs AS b
+        ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+       AND b.channel = e.key AND b.version = e.value
+      WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:')) AND b.type <> 'empty'
+      ORDER BY 1)
+
+-- name: _thread_filters
+-- search_threads' filters on a thread's newest root checkpoint c: its metadata, how long it has
+-- been idle (or how recently active), and a namespace it has checkpoints in (%(ns)s itself or
+-- one below it, 'ns:<task id>' or 'ns|...': three ranges of the primary key).
+(%(metadata)s::jsonb IS NULL OR c.metadata @> %(metadata)s::jsonb)
+AND (%(idle_for)s::interval IS NULL OR c.created_at < now() - %(idle_for)s::interval)
+AND (%(active_within)s::interval IS NULL OR c.created_at >= now() - %(active_within)s::interval)
+AND (%(ns)s::text IS NULL OR EXISTS (
+    SELECT 1 FROM {schema}.pgsaver_checkpoints AS x
+    WHERE x.thread_id = c.thread_id
+      AND (x.checkpoint_ns = %(ns)s
+           OR (x.checkpoint_ns >= %(ns)s::text || ':' AND x.checkpoint_ns < %(ns)s::text || ';')
+           OR (x.checkpoint_ns >= %(ns)s::text || '|' AND x.checkpoint_ns < %(ns)s::text || '}'))))
+
+-- name: threads_by_status
+-- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
+-- status, newest first by the checkpoint at which each took it (its index, read backwards),
+-- each checked against its thread's newest root checkpoint (_status_rule); with the rows that
+-- say 'pending' too when the status asked for is another (a thread whose interrupt or error was
+-- stored but not yet marked, if its worker died between the two calls). Reads as many rows as the
+-- page needs where the status and filters match most of them.
+SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
+       r.since, r.next, r.position
+FROM (
+    SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
+           c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
+    FROM (
+        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+        WHERE x.status = %(status)s::text
+          AND (%(after_id)s::text IS NULL
+               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+        UNION ALL
+        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+        WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
+          AND (%(after_id)s::text IS NULL
+               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+    ) AS s
+    CROSS JOIN LATERAL (
+        SELECT h.* FROM {schema}.pgsaver_checkpoints AS h
+        WHERE h.thread_id = s.thread_id AND h.checkpoint_ns = ''
+        ORDER BY h.checkpoint_id DESC
+        LIMIT 1
+    ) AS c
+    WHERE {_thread_filters}
+) AS r
+WHERE r.status = %(status)s::text
+ORDER BY r.position DESC, r.thread_id DESC
+LIMIT %(limit)s
+
+-- name: threads_by_status__citus
+-- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
+-- status, newest first by the checkpoint at which each took it (its index, read backwards),
+-- each checked against its thread's newest root checkpoint (_status_rule); with the rows that
+-- say 'pending' too when the status asked for is another (a thread whose interrupt or error was
+-- stored but not yet marked, if its worker died between the two calls). Reads as many rows as the
+-- page needs where the status and filters match most of them.
+-- On Citus: the thread's newest root checkpoint as the one without a newer (Citus plans no
+-- LIMIT in a lateral subquery), the rule in a subquery's select list.
+SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
+       r.since, r.next, r.position
+FROM (
+    SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
+           c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
+    FROM (
+        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+        WHERE x.status = %(status)s::text
+          AND (%(after_id)s::text IS NULL
+               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+        UNION ALL
+        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+        WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
+          AND (%(after_id)s::text IS NULL
+               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+    ) AS s
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = s.thread_id AND c.checkpoint_ns = ''
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS n
+                      WHERE n.thread_id = c.thread_id AND n.checkpoint_ns = ''
+                        AND n.checkpoint_id > c.checkpoint_id)
+      AND {_thread_filters}
+) AS r
+WHERE r.status = %(status)s::text
+ORDER BY r.position DESC, r.thread_id DESC
+LIMIT %(limit)s
+
+-- name: threads_walk
+-- search_threads() of every status, or 'idle': the root checkpoints newest first (migration
+-- 0008's index on the id, read backwards), each thread once, at its newest (the probe of the
+-- primary key for a newer one), classified by _status_rule. Reads as many checkpoints as the
+-- page needs where the filters match most threads; a metadata filter that matches few may be
+-- read through the metadata's GIN index instead, as the planner finds cheaper.
+SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
+       (SELECT s.since FROM {schema}.pgsaver_thread_status AS s
+        WHERE s.thread_id = r.thread_id AND r.status <> 'idle'),
+       r.next, r.position
+FROM (
+    SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
+           c.metadata_exact, {_next_nodes} AS next, c.checkpoint_id AS position
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.checkpoint_ns = ''
+      AND NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS n
+                      WHERE n.thread_id = c.thread_id AND n.checkpoint_ns = ''
+                        AND n.checkpoint_id > c.checkpoint_id)
+      AND (%(after_id)s::text IS NULL
+           OR (c.checkpoint_id, c.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+      AND {_thread_filters}
+) AS r
+WHERE %(status)s::text IS NULL OR r.status = %(status)s::text
+ORDER BY r.position DESC, r.thread_id DESC
+LIMIT %(limit)s
+
+-- name: thread_sizes
+-- The checkpoints and bytes (rows of all three tables, as ops_threads measures them) of the
+-- threads of a page of search_threads.
+SELECT x.thread_id, sum(x.checkpoints)::bigint, sum(x.bytes)::bigint
+FROM (
+    SELECT c.thread_id, count(*) AS checkpoints, sum(pg_column_size(c.*)) AS bytes
+    FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = ANY (%(thread_ids)b::text[])
+    GROUP BY c.thread_id
+    UNION ALL
+    SELECT w.thread_id, 0, sum(pg_column_size(w.*))
+    FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = ANY (%(thread_ids)b::text[])
+    GROUP BY w.thread_id
+    UNION ALL
+    SELECT b.thread_id, 0, sum(pg_column_size(b.*))
+    FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = ANY (%(thread_ids)b::text[])
+    GROUP BY b.thread_id
+) AS x
+GROUP BY x.thread_id
+
+-- name: thread_status_writes
+-- The writes to __interrupt__ and __error__ of the newest root checkpoints of a page of
+-- search_threads (the interrupts' values, the errors); the pairs are matched by the reader.
+SELECT w.thread_id, w.checkpoint_id, w.channel, w.task_id, w.idx, w.task_path, w.type, w.blob
+FROM {schema}.pgsaver_writes AS w
+WHERE w.thread_id = ANY (%(thread_ids)b::text[]) AND w.checkpoint_ns = ''
+  AND w.checkpoint_id = ANY (%(checkpoint_ids)b::text[])
+  AND w.channel IN ('__interrupt__', '__error__')
+ORDER BY w.thread_id, w.task_path, w.task_id, w.idx
+
+-- name: thread_status_counts
+-- Threads per status as the status table records them (not checked row by row: a gauge).
+SELECT s.status, count(*)::bigint FROM {schema}.pgsaver_thread_status AS s GROUP BY s.status
 
 -- name: migrations_applied
 -- Each applied version, and whether it is additive (code that knows only earlier migrations may run
@@ -893,7 +1142,8 @@ SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
 -- Our tables that Citus distributes by thread_id, co-located with the checkpoints (the first),
 -- in the order they are distributed. The store's tables stay on the coordinator and the
 -- migrations table is a reference table (docs/scaling.md, "What setup() distributes").
-ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports']
+ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports',
+      'pgsaver_thread_status']
 
 -- name: _citus_functions
 -- Our functions Citus runs where the thread's rows are: each of the schema's functions with a
@@ -2334,13 +2584,18 @@ CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
 WHERE to_regclass(quote_ident(%(schema)s) || '.' || t.name) IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.' || t.name), p.privilege)
 UNION ALL
+SELECT 'pgsaver_thread_status', 'SELECT'
+WHERE to_regclass(quote_ident(%(schema)s) || '.pgsaver_thread_status') IS NOT NULL
+  AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.pgsaver_thread_status'), 'SELECT')
+UNION ALL
 SELECT 'pgsaver_migrations', 'SELECT'
 WHERE to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations') IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.pgsaver_migrations'), 'SELECT')
 UNION ALL
-SELECT 'function ' || f.name, 'EXECUTE'
+SELECT DISTINCT 'function ' || f.name, 'EXECUTE'
 FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head', 'pgsaver_parent_stored',
-                    'pgsaver_delta_history']) AS f(name)
+                    'pgsaver_delta_history', 'pgsaver_put_writes', 'pgsaver_put_status',
+                    'pgsaver_refresh_status', 'pgsaver_delete_thread']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
     AND pr.pronamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = %(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')

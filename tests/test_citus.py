@@ -192,6 +192,8 @@ def test_hot_operations_run_on_the_threads_worker(citus_dsn: str) -> None:
         thread = {"thread_id": "hot", "checkpoint_ns": "", "checkpoint_id": None}
         assert tasks(citus_dsn, q["get_tuple_call"], thread) == 1
         assert tasks(citus_dsn, q["delete_thread"], {"thread_id": "hot"}) == 1
+        assert tasks(citus_dsn, q["delete_thread_call"], {"thread_id": "hot"}) == 1
+        assert tasks(citus_dsn, q["refresh_status"], {"thread_id": "hot"}) == 1
         history = {**thread, "channels": ["log"]}
         assert tasks(citus_dsn, q["delta_history_call"], history) == 1
         put = q["put_call"].decode()
@@ -217,6 +219,7 @@ def test_hot_operations_run_on_the_threads_worker(citus_dsn: str) -> None:
             "blob_versions": [],
             "blob_types": [],
             "blob_values": [],
+            "status": "pending",
         }
         assert tasks(citus_dsn, q["put_call"], put_params) == 1
         writes = {
@@ -592,8 +595,11 @@ def test_hot_operations_take_one_round_trip_on_citus(citus_dsn: str) -> None:
             )
         counts["put"] = t.round_trips
         with traced(conn.pgconn) as t:
-            saver.put_writes(stored, [("a", 1), ("b", 2), ("__interrupt__", 3)], "task-1", "path")
+            saver.put_writes(stored, [("a", 1), ("b", 2), ("__resume__", 3)], "task-1", "path")
         counts["put_writes"] = t.round_trips
+        with traced(conn.pgconn) as t:
+            saver.put_writes(stored, [("__interrupt__", 3)], "task-2", "path")
+        assert t.round_trips == 2  # the writes, then the mark of the thread's status
         with traced(conn.pgconn) as t:
             assert saver.get_tuple(config("t")) is not None
         counts["get_tuple"] = t.round_trips

@@ -7,8 +7,9 @@ A block's treatment comes from its language and from an HTML comment on the line
 (`<!-- test: ... -->`, invisible when rendered): `output` (this text block is what the Python block
 before it prints), `fastapi METHOD /path STATUS, ...`, `vector` (run on the server with pgvector),
 `official` (the official saver's and store's tables hold threads and items first), `threads`
-(threads thread-1 and thread-2 exist first), `shape` (captured `$ command` output). A block that no
-rule covers fails the test."""
+(threads thread-1 and thread-2 exist first), `shape` (captured `$ command` output of doctor: each
+line's status and check), `capture` (captured `$ command` output, compared whole but for the
+numbers, ids and times a run changes). A block that no rule covers fails the test."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from graphs import delta_chat, two_nodes
+from graphs import approval, delta_chat, two_nodes
 
 from langgraph_pg_saver import PostgresSaver
 
@@ -52,7 +53,7 @@ class Block:
 
 OPENER = re.compile(r"^([ \t]*)(```+|~~~+)[ \t]*([\w-]*)[ \t]*$")
 DIRECTIVE = re.compile(r"<!-- test: (.*?) -->\s*$")
-DIRECTIVES = {"output", "fastapi", "vector", "official", "threads", "shape"}
+DIRECTIVES = {"output", "fastapi", "vector", "official", "threads", "shape", "capture"}
 
 
 def blocks(path: Path) -> list[Block]:
@@ -172,6 +173,51 @@ def cli_database(dsn: str) -> None:
     """What the command-line examples act on: our schema with threads, and the official tables."""
     fill_threads(dsn)
     fill_official(dsn)
+
+
+def capture_database(dsn: str) -> None:
+    """What the captured output shows: thread-1 and thread-2, and ticket-9 waiting on an
+    approval."""
+    fill_threads(dsn)
+    with PostgresSaver.from_conn_string(dsn, max_size=1) as saver:
+        graph = approval().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "ticket-9"}, "metadata": {"tenant": "acme"}}
+        graph.invoke({"request": "the refund of order 42", "answer": ""}, config)
+
+
+#: what a run changes in captured output: times, dates, ids, sizes, counts and durations
+_VARYING = re.compile(
+    r"\d{4}-\d\d-\d\d[T ][\d:.+]+(?:Z|[+-]\d\d:?\d\d)?"  # timestamps
+    r"|\d\d-\d\d \d\d:\d\d:\d\d"  # history's times
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # uuids
+    r"|…?[0-9a-f-]{12,}"  # ids shown by their end
+    r"|\d+(?:\.\d+)?(?:e[+-]?\d+)?(?: ?(?:B|kB|MB|GB)\b)?"  # numbers and sizes
+    r"|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\b"  # the days of a growth chart
+)
+#: table drawing, and a chart's bars (their length follows the numbers)
+_BOX = re.compile(r"[\u2500-\u259f]+")
+
+
+def captured_words(text: str) -> list[str]:
+    """The output's words, with what a run changes replaced by #, and the table drawing left
+    out (a wider value moves the columns, not the words)."""
+    return _VARYING.sub("#", _BOX.sub(" ", text)).split()
+
+
+def run_text_capture(block: Block, dsn: str) -> None:
+    """Captured output of `$ langgraph-pg-saver ...` commands, run again on a database holding
+    what capture_database stores: the same words but for the numbers, ids and times."""
+    parts = re.split(r"^\$ ", block.code, flags=re.M)[1:]
+    assert parts, block.id
+    for part in parts:
+        command, *shown = part.rstrip("\n").split("\n")
+        words = shlex.split(command)
+        assert words[0] == "langgraph-pg-saver", command
+        env = {"LANGGRAPH_PG_DSN": dsn, "COLUMNS": "120"}
+        out = run([sys.executable, "-m", "langgraph_pg_saver", *words[1:]], env)
+        assert out.returncode == 0, (block.id, command, out.stderr)
+        want = captured_words("\n".join(shown))
+        assert captured_words(out.stdout) == want, (block.id, command, out.stdout)
 
 
 # --------------------------------------------------------------------------- runners
@@ -381,6 +427,9 @@ def test_block_runs(
             return str(request.getfixturevalue("bouncer").dsn(dsn))
 
         run_text_shape(block, dsn, bouncer_dsn)
+    elif block.lang == "text" and directive == "capture":
+        capture_database(dsn)
+        run_text_capture(block, dsn)
     elif block.lang == "sql":
         run_sql(block, dsn)
     elif block.lang == "cron":

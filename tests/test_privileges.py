@@ -196,7 +196,7 @@ def test_runtime_role_unprepared_without_execute_falls_back_to_the_statements(
     dsn, _role = runtime
     signature = (
         "pgsaver_put(text, text, text, text, text, text, bytea, jsonb, jsonb, bytea, text[],"
-        " text[], text[], bytea[])"
+        " text[], text[], bytea[], text)"
     )
     with PostgresSaver.from_conn_string(dsn, prepare_threshold=None) as saver:
         saver.put(config("f"), checkpoint({"a": 1}), {}, {"a": 1})
@@ -225,8 +225,11 @@ def test_a_schema_without_the_functions_falls_back_to_the_statements(db_dsn: str
     """A schema an older release migrated (no 0006 and 0007): behind a pooler, put and get_tuple
     send their statements."""
     with psycopg.connect(db_dsn, autocommit=True) as admin:
-        admin.execute("DROP FUNCTION pgsaver_put")
-        admin.execute("DROP FUNCTION pgsaver_get_tuple")
+        for name in ("pgsaver_put", "pgsaver_get_tuple", "pgsaver_put_status"):
+            for (signature,) in admin.execute(
+                "SELECT oid::regprocedure::text FROM pg_proc WHERE proname = %s", (name,)
+            ).fetchall():
+                admin.execute(f"DROP FUNCTION {signature}")
     with PostgresSaver.from_conn_string(db_dsn, prepare_threshold=None) as saver:
         stored = saver.put(config("old"), checkpoint({"a": 1}), {}, {"a": 1})
         assert saver.get_tuple(stored).checkpoint["channel_values"] == {"a": 1}  # type: ignore[union-attr]

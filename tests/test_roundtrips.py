@@ -32,7 +32,13 @@ def test_sync_operations_take_one_round_trip(db_dsn: str, autocommit: bool) -> N
                 config("t"), cp, {"source": "input", "step": -1}, cp["channel_versions"]
             )
         with traced(conn.pgconn) as put_writes:
-            saver.put_writes(stored, [("a", 1), ("b", 2), ("__interrupt__", 3)], "task-1", "path")
+            saver.put_writes(stored, [("a", 1), ("b", 2), ("__resume__", 3)], "task-1", "path")
+        # a write to __interrupt__ (or __error__) at a root checkpoint also marks the thread's
+        # status (migration 0014): one more statement, on those calls only
+        with traced(conn.pgconn) as marked:
+            saver.put_writes(stored, [("__interrupt__", 3)], "task-2", "path")
+        assert marked.round_trips == 2
+        assert [t.status for t in saver.search_threads()] == ["interrupted"]
         with traced(conn.pgconn) as get_latest:
             assert saver.get_tuple(config("t")) is not None
         with traced(conn.pgconn) as get_by_id:

@@ -5,8 +5,8 @@ savers hand those calls to their driver."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -114,7 +114,9 @@ class SaverBase(BaseCheckpointSaver[str]):
         """put's second try, when its first statement found the parent not stored: stores the
         checkpoint if its state is whole without any ancestor; no row when it is not."""
         claim = self._claims(metadata)
-        return Call(self._q.render("put_orphan", blob_rows=put.rows, claim=claim), put.params, ONE)
+        status = put.params.get("status")
+        query = self._q.render("put_orphan", blob_rows=put.rows, claim=claim, status=status)
+        return Call(query, put.params, ONE)
 
     def _put_writes_call(self, writes: _writing.Batch) -> Call:
         """What put_writes runs (see :meth:`_put_writes_sql`); its result is not read."""
@@ -123,6 +125,22 @@ class SaverBase(BaseCheckpointSaver[str]):
         # worker), migration 0013's function
         unprepared = (self._q["put_writes_call"], _writing.write_arrays)
         return Call(query, writes.params, NOTHING, upsert, unprepared)
+
+    def _status_mark_call(self, params: Mapping[str, Any], status: str) -> Call:
+        """After put_writes to __interrupt__ or __error__ at a root checkpoint: migration 0014's
+        upkeep of the thread's status row. Where the function cannot be called (a schema an older
+        release migrated), nothing."""
+        mark = {k: params[k] for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+        mark["status"] = status
+        return Call(self._q["put_status_mark"], mark, NOTHING, plain=(b"SELECT 1", None))
+
+    def _delete_thread_call(self, thread_id: str) -> Call:
+        """delete_thread: migration 0014's function (the thread's rows and its status row, one
+        call); the statement where the function cannot be called."""
+        params = {"thread_id": thread_id}
+        return Call(
+            self._q["delete_thread_call"], params, NOTHING, plain=(self._q["delete_thread"], None)
+        )
 
     def _get_tuple_call(self, sel: _reading.Select) -> Call:
         """What get_tuple runs: one checkpoint's rows (small, so on the kept cursor): the
@@ -141,9 +159,9 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:
         """put's plain INSERT, and the upsert the driver falls back to on a unique violation."""
         q = self._q
-        rows, claim = put.rows, put.claim
-        insert = q.render("put_new", blob_rows=rows, claim=claim)
-        return insert, q.render("put", blob_rows=rows, claim=claim)
+        rows, claim, status = put.rows, put.claim, put.params.get("status")
+        insert = q.render("put_new", blob_rows=rows, claim=claim, status=status)
+        return insert, q.render("put", blob_rows=rows, claim=claim, status=status)
 
     def _claims(self, metadata: object) -> bool:
         """Whether a put must extend its namespace's newest checkpoint: with single_writer, a

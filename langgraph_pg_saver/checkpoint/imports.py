@@ -40,7 +40,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.checkpoint import keys as _keys
-from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param
+from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param, refresh_status
 from langgraph_pg_saver.checkpoint.official import Source
 from langgraph_pg_saver.codec import jsonb as _jsonb
 from langgraph_pg_saver.codec import values as _values
@@ -269,6 +269,7 @@ def _import_threads(
             rows = yield Step(locked(q, ids, Stmt(source.decide(q), params)), 30.0, then=copy)
         else:
             rows = yield Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
+        yield refresh_status(q, ids)
     threads, checkpoints, writes, blobs, untimed, already, unchanged, deleted, bad = rows[0][:9]
     return ImportReport(
         threads=int(threads),

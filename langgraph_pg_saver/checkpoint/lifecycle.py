@@ -86,6 +86,12 @@ def citus_locks(q: Queries, threads: dict[str, bool]) -> tuple[Stmt, ...]:
     )
 
 
+def refresh_status(q: Queries, ids: Sequence[str]) -> Step:
+    """The status rows of threads whose checkpoints a job changed, set again from what is stored
+    (migration 0014's pgsaver_refresh_status; on Citus, each call runs on its thread's worker)."""
+    return Step(tuple(Stmt(q["refresh_status"], {"thread_id": t}) for t in ids))
+
+
 def missing_threads(q: Queries, ids: list[str]) -> Steps:
     """Of ``ids``, those that hold no checkpoint, sorted (one statement): what a report names in
     ``missing``. A thread exists while it holds a checkpoint."""
@@ -122,6 +128,8 @@ def delete_threads(
     rows = yield Step(locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
     report = _counts(rows[0])
     report.batches = 1
+    if rows[0][5]:
+        yield refresh_status(q, list(rows[0][5]))
     # the threads deleted, under their locks: every other id held no checkpoint
     report.missing = sorted(set(ids) - set(rows[0][5] or ()))
     return report
@@ -290,7 +298,9 @@ def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
     none."""
     tid = _keys.thread_id_param(thread_id)
     counts = [0, 0, 0]
-    yield _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, lambda: None)
+    # the thread's status row goes in the same transaction
+    last = lambda: refresh_status(q, [tid])  # noqa: E731
+    yield _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, last)
     checkpoints, writes, blobs = counts
     return Report(
         threads=1 if checkpoints else 0, checkpoints=checkpoints, writes=writes, blobs=blobs
@@ -366,6 +376,7 @@ def copy_thread(
         return Report(missing=[src])
     if not counts["free"]:
         raise ThreadNotEmptyError(dst)
+    yield refresh_status(q, [dst])
     checkpoints = counts.get("checkpoints", 0)
     return Report(
         threads=1 if checkpoints else 0,
@@ -407,7 +418,10 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
         )
     if not found[0]:
         return Report(dry_run=dry_run, missing=ids)
-    return _runs_report(ids, rows, dry_run)
+    report = _runs_report(ids, rows, dry_run)
+    if not dry_run:
+        yield refresh_status(q, found[0])
+    return report
 
 
 def _runs_report(ids: list[str], rows: Rows, dry_run: bool) -> Report:
@@ -500,7 +514,10 @@ def _citus_delete_for_runs(q: Queries, ids: list[str], dry_run: bool) -> Steps:
     for r in heads:
         missing &= set(r[R.WIDTH - 1] or ())
     total[R.WIDTH - 1] = sorted(missing)
-    return _runs_report(ids, [tuple(total), *merged], dry_run)
+    report = _runs_report(ids, [tuple(total), *merged], dry_run)
+    if not dry_run:
+        yield refresh_status(q, found[0])
+    return report
 
 
 # --------------------------------------------------------------------------- encryption
@@ -770,6 +787,8 @@ def retention(
                 done = _counts(rows[0])
                 done.batches = 1
                 total.add(done)
+                if rows[0][5]:
+                    yield refresh_status(q, list(rows[0][5]))
                 # a thread written between the idle check and the locks was not deleted: it is
                 # pruned to keep_last like the others, not skipped in this pass
                 idle = list(rows[0][5] or ())

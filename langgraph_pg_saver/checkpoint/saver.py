@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
@@ -30,6 +31,7 @@ from langgraph_pg_saver.checkpoint import legacy as _legacy
 from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
 from langgraph_pg_saver.checkpoint import metadata as _metadata
 from langgraph_pg_saver.checkpoint import reading as _reading
+from langgraph_pg_saver.checkpoint import threads as _threads
 from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
@@ -418,6 +420,11 @@ class PostgresSaver(PoolOwner, SaverBase):
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
+        status = put.params["status"]
+        if status is not None and self._q.citus and self._claims(metadata):
+            # on Citus a guarded put runs as a statement, which cannot keep the status row
+            # (_put_status__citus): the call that does, delegated to the thread's worker
+            self._driver.run(self._status_mark_call(put.params, status))
         _telemetry.written("put", 1 + len(new_versions), put.params)
         return _writing.put_result(put.params)
 
@@ -438,6 +445,10 @@ class PostgresSaver(PoolOwner, SaverBase):
         if built is None:
             return
         self._driver.run(self._put_writes_call(built))
+        mark = _writing.writes_status(built.params["checkpoint_ns"], writes)
+        if mark is not None:
+            # an interrupt or an error at a root checkpoint: the thread's status row says so
+            self._driver.run(self._status_mark_call(built.params, mark))
         _telemetry.written("put_writes", len(writes), getattr(built, "params", None))
 
     @_telemetry.instrumented("delete_thread")
@@ -452,7 +463,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         self._driver.refuse_write("delete_thread")
         tid = _keys.thread_id_param(thread_id)
         try:
-            self._driver.execute(self._q["delete_thread"], {"thread_id": tid})
+            self._driver.run(self._delete_thread_call(tid))
         except StatementTimeoutError as exc:
             # the server's statement_timeout cut the one statement short (a very long thread):
             # the same delete in short statements, in one transaction (the saver's own
@@ -460,6 +471,68 @@ class PostgresSaver(PoolOwner, SaverBase):
             if not server_timeout(exc.__cause__) or self._driver.in_caller_transaction():
                 raise
             self._driver.drive(_lifecycle.delete_thread(self._q, tid))
+
+    @_telemetry.instrumented("search_threads")
+    def search_threads(
+        self,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ns: str | None = None,
+        idle_for: timedelta | None = None,
+        active_within: timedelta | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        sizes: bool = True,
+    ) -> builtins.list[_threads.ThreadInfo]:
+        """Threads newest first, by status and search: ``status`` "idle", "pending" (nodes
+        scheduled, not finished: a run in progress, or stopped by a breakpoint, a crash or a
+        cancel), "interrupted" (waiting on an interrupt: ``ThreadInfo.interrupts`` holds their
+        values) or "error" (a task of the last superstep raised: ``ThreadInfo.errors``), or any
+        (None); ``metadata``: the newest root checkpoint's metadata holds these items (as
+        ``list(filter=...)`` matches them); ``ns``: the thread has checkpoints in this namespace
+        or one below it (``"research"`` for ``"research:<task id>"``); ``idle_for`` /
+        ``active_within``: its newest root checkpoint is older / newer than that.
+
+        Pages of ``limit``: pass the last thread's ``cursor`` as ``after`` for the next. Threads
+        of a status come newest first by when they took it; the others by their newest root
+        checkpoint. ``sizes``: each thread's checkpoints and bytes (rows of all three tables;
+        reading them costs in proportion to the threads' rows). docs/guide.md, "Threads by
+        status", says what each status can tell and what it costs a put."""
+        found = _threads.search(
+            status=status,
+            metadata=metadata,
+            ns=ns,
+            idle_for=idle_for,
+            active_within=active_within,
+            limit=limit,
+            after=after,
+            sizes=sizes,
+        )
+        self._driver.find_citus()  # the statements' forms for this database
+        listed = found.query == "threads_by_status"
+        query = self._q["threads_by_status"] if listed else self._q["threads_walk"]
+        out: builtins.list[_threads.ThreadInfo] = []
+        params = found.params
+        while True:
+            rows = self._driver.fetch_all(query, params)
+            got, last = _threads.page(self.serde, found, rows)
+            out.extend(got)
+            if len(out) >= found.limit or last is None:
+                break
+            # a metadata filter checked in Python left the page short: the next rows
+            after_id, after_thread = _threads.decode_cursor(last)
+            params = {**params, "after_id": after_id, "after_thread": after_thread}
+        out = out[: found.limit]
+        if not out:
+            return out
+        wanted = _threads.status_params(out)
+        writes = self._driver.fetch_all(self._q["thread_status_writes"], wanted) if wanted else []
+        sized = None
+        if found.sizes:
+            ids = {"thread_ids": [t.thread_id for t in out]}
+            sized = self._driver.fetch_all(self._q["thread_sizes"], ids)
+        return _threads.with_details(self.serde, out, writes, sized)
 
     # ------------------------------------------------------------------ DeltaChannel history and lifecycle
 

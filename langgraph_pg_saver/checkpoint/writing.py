@@ -243,7 +243,40 @@ def put_params(
         if lossy or hidden
         else NULL_BYTEA
     )
+    params["status"] = put_status(keys.checkpoint_ns, values)
     return Batch(params, rows)
+
+
+#: the channels whose value schedules a node: the input, and a StateGraph's edges to a node
+START_CHANNEL = "__start__"
+TRIGGER_PREFIX = "branch:to:"
+#: the special channels of a write that change a thread's status (migration 0014)
+STATUS_WRITES = {"__error__": "error", "__interrupt__": "interrupted"}
+
+
+def put_status(checkpoint_ns: str, values: Mapping[str, Any]) -> str | None:
+    """The thread's status as a root checkpoint makes it (migration 0014): 'pending' when a
+    trigger channel holds a value (nodes are scheduled), else 'idle'; None for a subgraph's
+    checkpoint, which leaves the thread's status as it is."""
+    if checkpoint_ns:
+        return None
+    for channel in values:
+        if channel == START_CHANNEL or (
+            isinstance(channel, str) and channel.startswith(TRIGGER_PREFIX)
+        ):
+            return "pending"
+    return "idle"
+
+
+def writes_status(checkpoint_ns: str, writes: Sequence[tuple[str, Any]]) -> str | None:
+    """The status a task's writes give the thread of a root checkpoint: 'error' for a write to
+    __error__, 'interrupted' for one to __interrupt__, else None (nothing changes)."""
+    if checkpoint_ns:
+        return None
+    found = {STATUS_WRITES[c] for c, _ in writes if c in STATUS_WRITES}
+    if "error" in found:
+        return "error"
+    return found.pop() if found else None
 
 
 def put_result(params: Params) -> RunnableConfig:

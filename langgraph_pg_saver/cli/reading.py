@@ -24,7 +24,9 @@ from langgraph_pg_saver.cli._common import (
     short_json,
     table,
     thread_table,
+    when,
 )
+from langgraph_pg_saver.ops.reports import human_bytes
 
 #: the least of an id's end shown, more while two listed ids share it
 SHORT_ID = 12
@@ -120,6 +122,28 @@ def clock(ts: str | None) -> str:
     show_default=True,
     help="Newest activity first, or the largest, or the longest threads first.",
 )
+@click.option(
+    "--status",
+    type=click.Choice(["idle", "pending", "interrupted", "error", "any"]),
+    default=None,
+    help="Threads by status, read from each one's newest checkpoint: interrupted (waiting on an "
+    "interrupt: its value is shown), error (its last step raised), pending (nodes scheduled, "
+    "not finished), idle; 'any' lists every thread with its status. Newest first.",
+)
+@click.option(
+    "--ns",
+    "namespace",
+    default=None,
+    help="Only threads with checkpoints in this namespace or below it ('research' for "
+    "'research:<task id>'); lists with statuses, as --status any.",
+)
+@click.option(
+    "--after",
+    default=None,
+    metavar="CURSOR",
+    help="The next page of a --status listing: the cursor it printed.",
+)
+@keys_options
 @json_option
 @pass_ctx
 def threads(
@@ -128,9 +152,22 @@ def threads(
     idle_for: timedelta | None,
     limit: int,
     sort: str,
+    status: str | None,
+    namespace: str | None,
+    after: str | None,
+    keys_file: str | None,
+    current: str | None,
+    no_strict: bool,
     as_json: bool,
 ) -> None:
-    """Threads with their last activity, checkpoints and bytes."""
+    """Threads with their last activity, checkpoints and bytes; with --status (or --ns), with
+    their status, newest first, a page at a time."""
+    c.serde = load_serde(keys_file, current, no_strict)
+    if status is not None or namespace is not None or after is not None:
+        if sort != "activity":
+            raise click.UsageError("--sort applies without --status, --ns and --after")
+        _threads_by_status(c, flt, idle_for, limit, status, namespace, after, as_json)
+        return
     with c.saver(check=False) as saver:
         ops.schema_version(saver).require_tables()
         rows = ops.threads(saver, flt or None, idle_for, limit + 1 if limit else None, sort)
@@ -142,6 +179,61 @@ def threads(
         table(None, *thread_table(rows))
         if more:
             click.echo(f"(more threads match: --limit {limit * 10} or --limit 0 for all)", err=True)
+
+
+def _threads_by_status(
+    c: Ctx,
+    flt: dict[str, Any],
+    idle_for: timedelta | None,
+    limit: int,
+    status: str | None,
+    namespace: str | None,
+    after: str | None,
+    as_json: bool,
+) -> None:
+    """threads --status: a page of search_threads."""
+    page = min(limit or 1000, 1000)
+    with c.saver(check=False) as saver:
+        ops.schema_version(saver).require_tables()
+        found = saver.search_threads(
+            status=None if status in (None, "any") else status,
+            metadata=flt or None,
+            ns=namespace,
+            idle_for=idle_for,
+            limit=page,
+            after=after,
+        )
+    if as_json:
+        emit_json([t.as_dict() for t in found])
+    else:
+        table(
+            None,
+            ["thread", "status", "since", "next", "waiting on", "checkpoints", "size", "updated"],
+            [
+                (
+                    t.thread_id,
+                    t.status,
+                    when(t.status_since) if t.status_since else "",
+                    ", ".join(t.next),
+                    waiting_on(t),
+                    t.checkpoints,
+                    human_bytes(t.bytes),
+                    when(t.updated_at),
+                )
+                for t in found
+            ],
+        )
+    if len(found) == page:
+        click.echo(f"(next page: --after {found[-1].cursor})", err=True)
+
+
+def waiting_on(t: Any, width: int = 60) -> str:
+    """What an interrupted thread waits on (its interrupts' values), or what a failed one raised,
+    on one line."""
+    items = [getattr(i, "value", i) for i in t.interrupts] or list(t.errors)
+    text = "; ".join(v if isinstance(v, str) else repr(v) for v in items)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @click.command()

@@ -680,7 +680,7 @@ class AsyncDriver:
         and its clones send the statements that need none from now on."""
         self.state.functions = False
         logger.warning(
-            "%s: cannot call the server-side functions of migrations 0006, 0007 and 0011 (%s); "
+            "%s: cannot call the server-side functions of migrations 0006, 0007, 0011 and 0014 (%s); "
             "sending the statements instead, whose plans may fall to a sequential scan after "
             "statistics of empty tables. Run setup() with the migration role to add them, or "
             "GRANT EXECUTE on them",

@@ -114,7 +114,12 @@ ROW_SLOTS = {
     "write_rows": ("_write_arrays", "_write_values", "_write_row"),
 }
 #: every slot a statement may have
-SLOTS = frozenset({"where", "scan", "walk", "claim", "cap", "vtype", "vop", "vdist", *ROW_SLOTS})
+SLOTS = frozenset(
+    {"where", "scan", "walk", "claim", "status", "cap", "vtype", "vop", "vdist", *ROW_SLOTS}
+)
+#: put's {status} slot: the status a root checkpoint gives its thread (migration 0014), as a
+#: constant of the statement (Citus could not type it as a parameter of its RETURNING)
+PUT_STATUSES = {None: "NULL", "pending": "'pending'", "idle": "'idle'"}
 #: how many of the newest checkpoints the first phase of list() across threads walks ({walk}): a
 #: constant in the statement, so that even a generic plan knows the walk is short: a hidden or
 #: parameter limit is costed as a tenth of the table, and the joins that read the chosen
@@ -321,6 +326,12 @@ class Queries:
             if value not in WALKS:
                 raise ValueError(f"walk takes one of {WALKS}, not {value!r}")
             return str(value)
+        if slot == "status":
+            if value not in PUT_STATUSES:
+                raise ValueError(
+                    f"status takes one of {sorted(map(str, PUT_STATUSES))}, not {value!r}"
+                )
+            return PUT_STATUSES[value]
         if slot == "claim":
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")

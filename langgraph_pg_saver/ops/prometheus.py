@@ -6,13 +6,15 @@ docs/guide.md ("Monitoring")."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from langgraph_pg_saver.ops.reports import Status, _queries
+from langgraph_pg_saver.ops.reports import Status, _queries, schema_version
 from langgraph_pg_saver.saver import PostgresSaver
 
 PREFIX = "langgraph_pg_saver_"
+#: the migration that made the table of threads by status
+THREAD_STATUS_MIGRATION = 14
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,9 @@ class Recent:
     checkpoints_last_day: int
     checkpoint_bytes_last_day: int
     oldest_thread_activity: datetime | None
+    #: threads per status other than idle ("pending", "interrupted", "error"), as migration
+    #: 0014's table records them; empty on a schema without it
+    by_status: dict[str, int] = field(default_factory=dict)
 
 
 def recent(saver: PostgresSaver) -> Recent:
@@ -28,9 +33,14 @@ def recent(saver: PostgresSaver) -> Recent:
     activity of the thread idle longest."""
     q = _queries(saver)
     row = saver._driver.fetch_one(q["ops_recent"], {})
+    by_status: dict[str, int] = {}
+    migration = schema_version(saver).migration or 0
+    if migration >= THREAD_STATUS_MIGRATION:
+        counted: dict[str, int] = dict(saver._driver.fetch_all(q["thread_status_counts"], {}))
+        by_status = {k: int(counted.get(k, 0)) for k in ("pending", "interrupted", "error")}
     if row is None:  # an aggregate: always one row
-        return Recent(0, 0, 0, None)
-    return Recent(int(row[0]), int(row[1]), int(row[2]), row[3])
+        return Recent(0, 0, 0, None, by_status)
+    return Recent(int(row[0]), int(row[1]), int(row[2]), row[3], by_status)
 
 
 def _label(value: str) -> str:
@@ -110,6 +120,12 @@ def render(status: Status, recent: Recent) -> str:
         "Last activity of the thread idle longest (Unix time): what a retention job by idleness "
         "would remove first.",
         [(s, _seconds(recent.oldest_thread_activity))],
+    )
+    out.gauge(
+        "threads_by_status",
+        "Threads waiting on an interrupt (interrupted), whose last step raised (error), or with "
+        "nodes scheduled and not finished (pending), as the saver recorded them.",
+        [({**s, "status": k}, v) for k, v in recent.by_status.items()],
     )
     tables = [({**s, "table": t.table}, t) for t in status.tables]
     out.gauge("table_rows", "Rows of each table.", [(lb, t.rows) for lb, t in tables])

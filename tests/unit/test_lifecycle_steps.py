@@ -85,6 +85,9 @@ class FakeDriver:
 
     def __init__(self, script: Script | None = None) -> None:
         self.steps: list[Step] = []
+        #: the threads whose status rows a step set again (refresh_status steps, answered here
+        #: and kept out of ``steps``)
+        self.refreshed: list[str] = []
         if script is None:
             script = {}
         self._fn: Callable[[Step, str], Rows] | None = None
@@ -107,12 +110,24 @@ class FakeDriver:
         try:
             step = next(steps)
             while True:
+                if step.statements and all(
+                    query_name(s) == "refresh_status" for s in step.statements
+                ):
+                    self.refreshed += [str((s.params or {})["thread_id"]) for s in step.statements]
+                    step = steps.send([("idle",)])
+                    continue
                 # a copy: a generator that later mutated the params it yielded would show here
                 self.steps.append(copy.deepcopy(step))
                 rows = self._answer(step)
                 # what runs next in the same transaction, as the driver runs it
                 part = step.then(rows) if step.then is not None else None
                 while part is not None:
+                    if all(query_name(s) == "refresh_status" for s in part.statements):
+                        self.refreshed += [
+                            str((s.params or {})["thread_id"]) for s in part.statements
+                        ]
+                        rows, part = [("idle",)], None
+                        break
                     self.steps.append(copy.deepcopy(part))
                     rows = self._answer(part)
                     part = part.then(rows) if part.then is not None else None

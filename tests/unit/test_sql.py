@@ -162,9 +162,9 @@ def test_slots_must_be_given_exactly() -> None:
     with pytest.raises(KeyError, match="slots"):
         q["put"]
     with pytest.raises(ValueError, match="count of rows"):
-        q.render("put", blob_rows=-1, claim=False)
+        q.render("put", blob_rows=-1, claim=False, status=None)
     with pytest.raises(ValueError, match="claim takes a bool"):
-        q.render("put", blob_rows=1, claim=1)
+        q.render("put", blob_rows=1, claim=1, status=None)
 
 
 def test_the_server_side_functions_mirror_the_statements() -> None:
