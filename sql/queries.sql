@@ -962,6 +962,19 @@ AND (%(ns)s::text IS NULL OR EXISTS (
            OR (x.checkpoint_ns >= %(ns)s::text || ':' AND x.checkpoint_ns < %(ns)s::text || ';')
            OR (x.checkpoint_ns >= %(ns)s::text || '|' AND x.checkpoint_ns < %(ns)s::text || '}'))))
 
+-- name: _status_rows
+-- threads_by_status' rows of the status table: those of the status asked for, after the cursor,
+-- and the 'pending' ones when another is asked for (each scan newest first by its index).
+SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+WHERE x.status = %(status)s::text
+  AND (%(after_id)s::text IS NULL
+       OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+UNION ALL
+SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
+  AND (%(after_id)s::text IS NULL
+       OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+
 -- name: threads_by_status
 -- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
 -- status, newest first by the checkpoint at which each took it (its index, read backwards),
@@ -975,15 +988,7 @@ FROM (
     SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
            c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
     FROM (
-        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
-        WHERE x.status = %(status)s::text
-          AND (%(after_id)s::text IS NULL
-               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
-        UNION ALL
-        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
-        WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
-          AND (%(after_id)s::text IS NULL
-               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+        {_status_rows}
     ) AS s
     CROSS JOIN LATERAL (
         SELECT h.* FROM {schema}.pgsaver_checkpoints AS h
@@ -1012,15 +1017,7 @@ FROM (
     SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
            c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
     FROM (
-        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
-        WHERE x.status = %(status)s::text
-          AND (%(after_id)s::text IS NULL
-               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
-        UNION ALL
-        SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
-        WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
-          AND (%(after_id)s::text IS NULL
-               OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+        {_status_rows}
     ) AS s
     JOIN {schema}.pgsaver_checkpoints AS c
       ON c.thread_id = s.thread_id AND c.checkpoint_ns = ''
