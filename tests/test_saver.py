@@ -539,6 +539,7 @@ def test_sync_and_async_savers_expose_the_same_api() -> None:
         "areencrypt",
         "aimport_official",
         "ahealthcheck",
+        "asearch_threads",
     }
 
 

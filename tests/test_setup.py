@@ -30,6 +30,7 @@ TABLES = {
     "pgsaver_migrations",
     "pgsaver_store",
     "pgsaver_imports",
+    "pgsaver_thread_status",
 }
 
 

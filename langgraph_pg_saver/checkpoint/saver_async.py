@@ -121,6 +121,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         reencrypt: Callable[..., Report]
         import_official: Callable[..., ImportReport]
         healthcheck: Callable[..., dict[str, Any]]
+        search_threads: Callable[..., builtins.list[_threads.ThreadInfo]]
     # [/async-only]
 
     def __init__(
