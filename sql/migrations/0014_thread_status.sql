@@ -92,11 +92,15 @@ LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $fn$
 DECLARE
     head_id text;
     versions jsonb;
     found_status text;
+    k text;
+    v text;
 BEGIN
     SELECT c.checkpoint_id, c.channel_versions INTO head_id, versions
     FROM {schema}.pgsaver_checkpoints AS c
@@ -104,23 +108,26 @@ BEGIN
     ORDER BY c.checkpoint_id DESC
     LIMIT 1;
     IF head_id IS NOT NULL THEN
-        SELECT CASE
-            WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
-                         WHERE w.thread_id = p_thread AND w.checkpoint_ns = ''
-                           AND w.checkpoint_id = head_id AND w.channel = '__error__')
-                THEN 'error'
-            WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
-                         WHERE w.thread_id = p_thread AND w.checkpoint_ns = ''
-                           AND w.checkpoint_id = head_id AND w.channel = '__interrupt__')
-                THEN 'interrupted'
-            WHEN EXISTS (SELECT 1 FROM jsonb_each_text(versions) AS e
-                         JOIN {schema}.pgsaver_blobs AS b
-                           ON b.thread_id = p_thread AND b.checkpoint_ns = ''
-                          AND b.channel = e.key AND b.version = e.value
-                         WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
-                           AND b.type <> 'empty')
-                THEN 'pending'
-        END INTO found_status;
+        IF EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                   WHERE w.thread_id = p_thread AND w.checkpoint_ns = ''
+                     AND w.checkpoint_id = head_id AND w.channel = '__error__') THEN
+            found_status := 'error';
+        ELSIF EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                      WHERE w.thread_id = p_thread AND w.checkpoint_ns = ''
+                        AND w.checkpoint_id = head_id AND w.channel = '__interrupt__') THEN
+            found_status := 'interrupted';
+        ELSE
+            -- each trigger channel's value at its version: one probe of the primary key each
+            FOR k, v IN SELECT e.key, e.value FROM jsonb_each_text(versions) AS e
+                        WHERE e.key = '__start__' OR starts_with(e.key, 'branch:to:') LOOP
+                IF EXISTS (SELECT 1 FROM {schema}.pgsaver_blobs AS b
+                           WHERE b.thread_id = p_thread AND b.checkpoint_ns = ''
+                             AND b.channel = k AND b.version = v AND b.type <> 'empty') THEN
+                    found_status := 'pending';
+                    EXIT;
+                END IF;
+            END LOOP;
+        END IF;
     END IF;
     IF found_status IS NULL THEN
         DELETE FROM {schema}.pgsaver_thread_status AS s WHERE s.thread_id = p_thread;
@@ -184,45 +191,66 @@ END
 $fn$;
 
 -- The threads already stored: each one's newest root checkpoint, classified as above. One pass
--- over the checkpoints' primary key (seconds per million checkpoints, once).
-INSERT INTO {schema}.pgsaver_thread_status (thread_id, status, checkpoint_id)
-SELECT h.thread_id, s.status, h.checkpoint_id
-FROM (
-    SELECT c.thread_id, max(c.checkpoint_id) AS checkpoint_id
-    FROM {schema}.pgsaver_checkpoints AS c
-    WHERE c.checkpoint_ns = ''
-    GROUP BY c.thread_id
-) AS h
-JOIN {schema}.pgsaver_checkpoints AS c
-  ON c.thread_id = h.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id = h.checkpoint_id
-CROSS JOIN LATERAL (
-    SELECT CASE
-        WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
-                     WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
-                       AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__error__')
-            THEN 'error'
-        WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
-                     WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
-                       AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__interrupt__')
-            THEN 'interrupted'
-        WHEN EXISTS (SELECT 1 FROM jsonb_each_text(c.channel_versions) AS e
-                     JOIN {schema}.pgsaver_blobs AS b
-                       ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
-                      AND b.channel = e.key AND b.version = e.value
-                     WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
-                       AND b.type <> 'empty')
-            THEN 'pending'
-    END AS status
-) AS s
-WHERE s.status IS NOT NULL
-ON CONFLICT (thread_id) DO NOTHING;
+-- over the checkpoints' primary key (seconds per million checkpoints, once). On tables Citus has
+-- distributed already (this script run again on a distributed schema), a thread at a time through
+-- pgsaver_refresh_status: Citus plans none of the set's correlated subqueries there.
+DO $backfill$
+DECLARE
+    distributed boolean := false;
+    t text;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+            INTO distributed USING '{schema}.pgsaver_checkpoints'::regclass;
+    END IF;
+    IF distributed THEN
+        FOR t IN SELECT DISTINCT c.thread_id FROM {schema}.pgsaver_checkpoints AS c
+                 WHERE c.checkpoint_ns = '' LOOP
+            PERFORM {schema}.pgsaver_refresh_status(t);
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO {schema}.pgsaver_thread_status (thread_id, status, checkpoint_id)
+    SELECT h.thread_id, s.status, h.checkpoint_id
+    FROM (
+        SELECT c.thread_id, max(c.checkpoint_id) AS checkpoint_id
+        FROM {schema}.pgsaver_checkpoints AS c
+        WHERE c.checkpoint_ns = ''
+        GROUP BY c.thread_id
+    ) AS h
+    JOIN {schema}.pgsaver_checkpoints AS c
+      ON c.thread_id = h.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id = h.checkpoint_id
+    CROSS JOIN LATERAL (
+        SELECT CASE
+            WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                           AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__error__')
+                THEN 'error'
+            WHEN EXISTS (SELECT 1 FROM {schema}.pgsaver_writes AS w
+                         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
+                           AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__interrupt__')
+                THEN 'interrupted'
+            WHEN EXISTS (SELECT 1 FROM jsonb_each_text(c.channel_versions) AS e
+                         JOIN {schema}.pgsaver_blobs AS b
+                           ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+                          AND b.channel = e.key AND b.version = e.value
+                         WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
+                           AND b.type <> 'empty')
+                THEN 'pending'
+        END AS status
+    ) AS s
+    WHERE s.status IS NOT NULL
+    ON CONFLICT (thread_id) DO NOTHING;
+END
+$backfill$;
 
 -- delete_thread in one call: the thread's rows of the three tables, then its status row (through
 -- pgsaver_refresh_status, which finds no checkpoint left and deletes it). SECURITY INVOKER: the
--- deletes need the caller's own privileges, as the statement's (queries.sql: delete_thread).
+-- deletes need the caller's own privileges, as the statement's (queries.sql: delete_thread), and
+-- the caller's search_path stays (a trigger of the caller's on our tables runs as it did); every
+-- name here carries its schema.
 CREATE OR REPLACE FUNCTION {schema}.pgsaver_delete_thread(p_thread text) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $fn$
 BEGIN
