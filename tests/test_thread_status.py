@@ -367,3 +367,37 @@ def test_guarded_puts_keep_the_table(db_dsn: str) -> None:
         run_all(saver)
         assert table(db_dsn) == {k: v for k, v in EXPECTED.items() if v != "idle"}
         assert [(t.thread_id, t.status) for t in saver.search_threads()] == list(EXPECTED.items())
+
+
+def test_concurrent_marks_keep_the_newest(saver: PostgresSaver, db_dsn: str) -> None:
+    """LangGraph stores a run's first checkpoint and a task's error from two threads: the
+    'pending' of the older checkpoint, which found no row, meets the error's row at its insert
+    (it waits for the error's transaction) and leaves it as it is."""
+    import threading
+
+    saver.setup()
+    thread = f"race-{uuid.uuid4().hex[:8]}"
+    mark = "SELECT pgsaver_put_status(%s, '', %s, %s)"
+    with psycopg.connect(db_dsn) as holder:
+        # the error's mark of the newer checkpoint, not committed yet
+        holder.execute(mark, (thread, "0002", "error"))
+        late = threading.Thread(target=rows, args=(db_dsn, mark, thread, "0001", "pending"))
+        late.start()
+        # the late call waits on the uncommitted row (its probe saw none)
+        waiting = 0
+        for _ in range(200):
+            waiting = rows(
+                db_dsn,
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND query LIKE '%%pgsaver_put_status%%'",
+            )[0][0]
+            if waiting:
+                break
+            late.join(0.05)
+        holder.commit()
+        late.join(30)
+    assert not late.is_alive()
+    assert waiting, "the late mark never waited on the row: the race was not made"
+    assert rows(
+        db_dsn, "SELECT status, checkpoint_id FROM pgsaver_thread_status WHERE thread_id = %s", thread
+    ) == [("error", "0002")]

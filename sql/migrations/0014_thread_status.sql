@@ -68,7 +68,10 @@ BEGIN
             INSERT INTO {schema}.pgsaver_thread_status AS s (thread_id, status, checkpoint_id)
             VALUES (p_thread, 'pending', p_id)
             ON CONFLICT (thread_id) DO UPDATE
-                SET status = 'pending', checkpoint_id = EXCLUDED.checkpoint_id, since = EXCLUDED.since;
+                SET status = 'pending', checkpoint_id = EXCLUDED.checkpoint_id, since = EXCLUDED.since
+                -- the probe's rule again, on the row as it is now: a mark another call inserted
+                -- after the probe (a task's error, stored from another thread) stays
+                WHERE s.status <> 'pending' AND s.checkpoint_id < EXCLUDED.checkpoint_id;
         END IF;
     ELSIF p_status IN ('interrupted', 'error') THEN
         INSERT INTO {schema}.pgsaver_thread_status AS s (thread_id, status, checkpoint_id)
