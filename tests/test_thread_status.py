@@ -399,5 +399,7 @@ def test_concurrent_marks_keep_the_newest(saver: PostgresSaver, db_dsn: str) -> 
     assert not late.is_alive()
     assert waiting, "the late mark never waited on the row: the race was not made"
     assert rows(
-        db_dsn, "SELECT status, checkpoint_id FROM pgsaver_thread_status WHERE thread_id = %s", thread
+        db_dsn,
+        "SELECT status, checkpoint_id FROM pgsaver_thread_status WHERE thread_id = %s",
+        thread,
     ) == [("error", "0002")]
