@@ -388,8 +388,9 @@ def test_concurrent_marks_keep_the_newest(saver: PostgresSaver, db_dsn: str) -> 
         for _ in range(200):
             waiting = rows(
                 db_dsn,
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE wait_event_type = 'Lock' AND query LIKE '%%pgsaver_put_status%%'",
+                # on Citus the insert waits on the thread's worker
+                f"SELECT count(*) FROM {'citus_stat_activity' if ON_CITUS else 'pg_stat_activity'} "
+                "WHERE wait_event_type = 'Lock' AND query LIKE '%%pgsaver_%%status%%'",
             )[0][0]
             if waiting:
                 break
