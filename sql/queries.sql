@@ -896,12 +896,15 @@ CASE
                  WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = ''
                    AND w.checkpoint_id = c.checkpoint_id AND w.channel = '__interrupt__')
         THEN 'interrupted'
+    -- each trigger channel's value probed by the primary key (OFFSET 0 keeps the probe a
+    -- subplan: no statistics make it a scan of the thread's values)
     WHEN EXISTS (SELECT 1 FROM jsonb_each_text(c.channel_versions) AS e
-                 JOIN {schema}.pgsaver_blobs AS b
-                   ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
-                  AND b.channel = e.key AND b.version = e.value
                  WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
-                   AND b.type <> 'empty')
+                   AND EXISTS (SELECT 1 FROM {schema}.pgsaver_blobs AS b
+                               WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+                                 AND b.channel = e.key AND b.version = e.value
+                                 AND b.type <> 'empty'
+                               OFFSET 0))
         THEN 'pending'
     ELSE 'idle'
 END
@@ -939,13 +942,15 @@ ARRAY(SELECT CASE WHEN b.channel = '__start__' THEN b.channel ELSE substr(b.chan
       ORDER BY 1)
 
 -- name: _next_nodes
--- The nodes the root checkpoint c schedules: its trigger channels that hold a value.
+-- The nodes the root checkpoint c schedules: its trigger channels that hold a value (each probed
+-- by the primary key, as in _status_rule).
 ARRAY(SELECT CASE WHEN e.key = '__start__' THEN e.key ELSE substr(e.key, 11) END
       FROM jsonb_each_text(c.channel_versions) AS e
-      JOIN {schema}.pgsaver_blobs AS b
-        ON b.thread_id = c.thread_id AND b.checkpoint_ns = ''
-       AND b.channel = e.key AND b.version = e.value
-      WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:')) AND b.type <> 'empty'
+      WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
+        AND EXISTS (SELECT 1 FROM {schema}.pgsaver_blobs AS b
+                    WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = ''
+                      AND b.channel = e.key AND b.version = e.value AND b.type <> 'empty'
+                    OFFSET 0)
       ORDER BY 1)
 
 -- name: _thread_filters
@@ -963,8 +968,9 @@ AND (%(ns)s::text IS NULL OR EXISTS (
            OR (x.checkpoint_ns >= %(ns)s::text || '|' AND x.checkpoint_ns < %(ns)s::text || '}'))))
 
 -- name: _status_rows
--- threads_by_status' rows of the status table: those of the status asked for, after the cursor,
--- and the 'pending' ones when another is asked for (each scan newest first by its index).
+-- threads_by_status' rows of the status table after the cursor: those of the status asked for,
+-- and the 'pending' ones when another is asked for; every row when none is (each scan newest
+-- first by its index).
 SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
 WHERE x.status = %(status)s::text
   AND (%(after_id)s::text IS NULL
@@ -974,14 +980,20 @@ SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status
 WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
   AND (%(after_id)s::text IS NULL
        OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+UNION ALL
+SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+WHERE %(status)s::text IS NULL
+  AND (%(after_id)s::text IS NULL
+       OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
 
 -- name: threads_by_status
--- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
--- status, newest first by the checkpoint at which each took it (its index, read backwards),
--- each checked against its thread's newest root checkpoint (_status_rule); with the rows that
--- say 'pending' too when the status asked for is another (a thread whose interrupt or error was
--- stored but not yet marked, if its worker died between the two calls). Reads as many rows as the
--- page needs where the status and filters match most of them.
+-- search_threads(status=...), and without a status unless a metadata filter is given: the status
+-- table's rows of that status (or all), newest first by the checkpoint at which each took it
+-- (an index, read backwards), each checked against its thread's newest root checkpoint
+-- (_status_rule); with the rows that say 'pending' too when the status asked for is another (a
+-- thread whose interrupt or error was stored but not yet marked, if its worker died between the
+-- two calls). Reads as many rows as the page needs where the status and filters match most of
+-- them, whatever the length of the threads.
 SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
        r.since, r.next, r.position
 FROM (
@@ -998,44 +1010,55 @@ FROM (
     ) AS c
     WHERE {_thread_filters}
 ) AS r
-WHERE r.status = %(status)s::text
+WHERE %(status)s::text IS NULL OR r.status = %(status)s::text
 ORDER BY r.position DESC, r.thread_id DESC
 LIMIT %(limit)s
 
 -- name: threads_by_status__citus
--- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
--- status, newest first by the checkpoint at which each took it (its index, read backwards),
--- each checked against its thread's newest root checkpoint (_status_rule); with the rows that
--- say 'pending' too when the status asked for is another (a thread whose interrupt or error was
--- stored but not yet marked, if its worker died between the two calls). Reads as many rows as the
--- page needs where the status and filters match most of them.
+-- search_threads(status=...), and without a status unless a metadata filter is given: the status
+-- table's rows of that status (or all), newest first by the checkpoint at which each took it
+-- (an index, read backwards), each checked against its thread's newest root checkpoint
+-- (_status_rule); with the rows that say 'pending' too when the status asked for is another (a
+-- thread whose interrupt or error was stored but not yet marked, if its worker died between the
+-- two calls). Reads as many rows as the page needs where the status and filters match most of
+-- them, whatever the length of the threads.
 -- On Citus: the thread's newest root checkpoint as the one without a newer (Citus plans no
--- LIMIT in a lateral subquery), the rule in a subquery's select list.
+-- LIMIT in a lateral subquery) among those from the row's on (one, or a running run's: never a
+-- long thread's all; a thread whose row names a checkpoint not stored yet, a mark that came
+-- before its checkpoint, is left out until it is), the rule in a subquery's select list. The
+-- rule is behind the join's own conditions (its CASE): a condition on the status is then checked
+-- only where a row meets its thread's checkpoints, whatever order a shard's plan gives the join's
+-- conditions, never on each checkpoint of a shard first (what a shard's plan did with the
+-- statistics of empty tables: the rule run for every checkpoint of a long thread).
 SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
        r.since, r.next, r.position
 FROM (
-    SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
+    SELECT c.thread_id,
+           CASE WHEN c.thread_id = s.thread_id AND c.checkpoint_id >= s.checkpoint_id
+                THEN {_status_rule} END AS status,
+           c.checkpoint_id, c.created_at, c.metadata,
            c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
     FROM (
         {_status_rows}
     ) AS s
     JOIN {schema}.pgsaver_checkpoints AS c
-      ON c.thread_id = s.thread_id AND c.checkpoint_ns = ''
+      ON c.thread_id = s.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id >= s.checkpoint_id
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS n
                       WHERE n.thread_id = c.thread_id AND n.checkpoint_ns = ''
                         AND n.checkpoint_id > c.checkpoint_id)
       AND {_thread_filters}
 ) AS r
-WHERE r.status = %(status)s::text
+WHERE %(status)s::text IS NULL OR r.status = %(status)s::text
 ORDER BY r.position DESC, r.thread_id DESC
 LIMIT %(limit)s
 
 -- name: threads_walk
--- search_threads() of every status, or 'idle': the root checkpoints newest first (migration
--- 0008's index on the id, read backwards), each thread once, at its newest (the probe of the
--- primary key for a newer one), classified by _status_rule. Reads as many checkpoints as the
--- page needs where the filters match most threads; a metadata filter that matches few may be
--- read through the metadata's GIN index instead, as the planner finds cheaper.
+-- search_threads(metadata=...) of every status, or 'idle': the root checkpoints newest first
+-- (migration 0008's index on the id, read backwards), each thread once, at its newest (the probe
+-- of the primary key for a newer one), classified by _status_rule. A metadata filter that matches
+-- few threads is read through the metadata's GIN index, as the planner finds cheaper; one that
+-- matches many walks the checkpoints newest first (all of a long thread's that are newer than
+-- the page's last thread).
 SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
        (SELECT s.since FROM {schema}.pgsaver_thread_status AS s
         WHERE s.thread_id = r.thread_id AND r.status <> 'idle'),
@@ -1090,7 +1113,10 @@ ORDER BY w.thread_id, w.task_path, w.task_id, w.idx
 
 -- name: thread_status_counts
 -- Threads per status as the status table records them (not checked row by row: a gauge).
-SELECT s.status, count(*)::bigint FROM {schema}.pgsaver_thread_status AS s GROUP BY s.status
+-- Idle threads are not counted (their rows are most of the table).
+SELECT s.status, count(*)::bigint FROM {schema}.pgsaver_thread_status AS s
+WHERE s.status IN ('pending', 'interrupted', 'error')
+GROUP BY s.status
 
 -- name: migrations_applied
 -- Each applied version, and whether it is additive (code that knows only earlier migrations may run

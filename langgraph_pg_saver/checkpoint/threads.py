@@ -22,8 +22,6 @@ from langgraph_pg_saver.codec.values import open_exact, opener
 from langgraph_pg_saver.errors import InvalidInputError
 
 STATUSES = ("idle", "pending", "interrupted", "error")
-#: statuses the status table lists (the others are walked from the checkpoints)
-LISTED = ("pending", "interrupted", "error")
 MAX_LIMIT = 10_000
 
 
@@ -125,7 +123,10 @@ def search(
         "after_thread": after_thread,
         "limit": limit,
     }
-    query = "threads_by_status" if status in LISTED else "threads_walk"
+    # the status table lists every thread; a metadata filter over all statuses (or the idle
+    # ones, most threads) may find its few matches faster through the metadata's index
+    walk = metadata and status in (None, "idle")
+    query = "threads_walk" if walk else "threads_by_status"
     return Search(query, params, plan, limit, sizes)
 
 

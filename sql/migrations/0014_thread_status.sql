@@ -1,4 +1,4 @@
--- 0014: threads by status (search_threads): a row for each thread that is not idle.
+-- 0014: threads by status (search_threads): a row for each thread with a root checkpoint.
 -- additive: a new table, its index, and a new form of pgsaver_put; code that knows 0001-0013
 -- runs unchanged against it (its puts leave the table as it was: docs/guide.md, "Threads by
 -- status", says what a rolling upgrade shows until every worker runs this release).
@@ -12,21 +12,26 @@
 --   idle         none of these (no row here).
 -- put keeps the row (pgsaver_put_status, below): a root checkpoint that schedules nodes makes it
 -- 'pending' unless it is already (a probe of the primary key: nothing written in the middle of a
--- run); one that schedules none deletes it; put_writes to __interrupt__ or __error__ of the newest
--- root checkpoint sets 'interrupted' or 'error'. So the table is written about twice per run, not
--- per put. Readers check every row they return against the stored data (queries.sql,
--- _status_rule).
+-- run); one that schedules none makes it 'idle'; put_writes to __interrupt__ or __error__ of the
+-- newest root checkpoint sets 'interrupted' or 'error'. So the table is written about twice per
+-- run, not per put, and its checkpoint_id is the thread's newest root checkpoint except while a
+-- run is in progress (then the run's first). Readers list threads from it (a thread of thousands
+-- of checkpoints costs what one of two costs) and check every row they return against the stored
+-- data (queries.sql, _status_rule).
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_thread_status (
     thread_id     text COLLATE "C" NOT NULL PRIMARY KEY,
-    status        text NOT NULL CHECK (status IN ('pending', 'interrupted', 'error')),
-    -- the root checkpoint at which the thread took this status (threads of a status are listed
-    -- newest first by it)
+    status        text NOT NULL CHECK (status IN ('idle', 'pending', 'interrupted', 'error')),
+    -- the root checkpoint at which the thread took this status (threads are listed newest first
+    -- by it)
     checkpoint_id text COLLATE "C" NOT NULL,
     since         timestamptz NOT NULL DEFAULT now()
 );
 
 CREATE INDEX IF NOT EXISTS pgsaver_thread_status_idx
     ON {schema}.pgsaver_thread_status (status, checkpoint_id, thread_id);
+-- every thread newest first (search_threads() without a status)
+CREATE INDEX IF NOT EXISTS pgsaver_thread_status_recent_idx
+    ON {schema}.pgsaver_thread_status (checkpoint_id, thread_id);
 
 -- The row's upkeep, for a checkpoint p_id of namespace p_ns stored or written to:
 -- p_status 'pending' or 'idle' from put (the checkpoint schedules nodes or not), 'interrupted' or
@@ -34,7 +39,9 @@ CREATE INDEX IF NOT EXISTS pgsaver_thread_status_idx
 -- root checkpoint that is the thread's newest changes the row. 'pending' writes nothing when the
 -- row says so already (the middle of a run) or holds a mark of this checkpoint; an interrupt does not replace an error recorded on
 -- the same checkpoint (two tasks of one superstep). Its plans keep to the primary keys whatever
--- the statistics (enable_seqscan = off, as migration 0011's functions). Returns true.
+-- the statistics (enable_seqscan = off, as migration 0011's functions). Each upsert's condition
+-- is checked again on the row as it is when it conflicts (a mark another call inserted after the
+-- probe stays). Returns true.
 -- SECURITY DEFINER (its owner: the role that ran setup()), as pgsaver_refresh_status: a runtime
 -- role granted what an earlier release needed (docs/guide.md, "Roles without DDL rights") keeps
 -- writing without a grant on the new table; both run with search_path pg_catalog, pg_temp and
@@ -59,8 +66,11 @@ BEGIN
     -- nor does a mark of a newer one (a late call for an older checkpoint, before the newer one
     -- is stored)
     IF p_status = 'idle' THEN
-        DELETE FROM {schema}.pgsaver_thread_status AS s
-        WHERE s.thread_id = p_thread AND s.checkpoint_id < p_id;
+        INSERT INTO {schema}.pgsaver_thread_status AS s (thread_id, status, checkpoint_id)
+        VALUES (p_thread, 'idle', p_id)
+        ON CONFLICT (thread_id) DO UPDATE
+            SET status = 'idle', checkpoint_id = EXCLUDED.checkpoint_id, since = EXCLUDED.since
+            WHERE s.checkpoint_id < EXCLUDED.checkpoint_id;
     ELSIF p_status = 'pending' THEN
         IF NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_thread_status AS s
                        WHERE s.thread_id = p_thread
@@ -89,7 +99,7 @@ $fn$;
 -- The row set again from what is stored, for a thread whose checkpoints a lifecycle job changed
 -- (delete_for_runs, copy_thread, an import, a delete): the rule of this file's head, read from
 -- its newest root checkpoint (queries.sql's _status_rule says it again for the readers). Returns
--- the status ('idle' for a thread without a root checkpoint).
+-- the status ('idle' for a thread without a root checkpoint, whose row it deletes).
 CREATE OR REPLACE FUNCTION {schema}.pgsaver_refresh_status(p_thread text) RETURNS text
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -132,10 +142,11 @@ BEGIN
             END LOOP;
         END IF;
     END IF;
-    IF found_status IS NULL THEN
+    IF head_id IS NULL THEN
         DELETE FROM {schema}.pgsaver_thread_status AS s WHERE s.thread_id = p_thread;
         RETURN 'idle';
     END IF;
+    found_status := coalesce(found_status, 'idle');
     INSERT INTO {schema}.pgsaver_thread_status AS s (thread_id, status, checkpoint_id)
     VALUES (p_thread, found_status, head_id)
     ON CONFLICT (thread_id) DO UPDATE
@@ -240,9 +251,9 @@ BEGIN
                          WHERE (e.key = '__start__' OR starts_with(e.key, 'branch:to:'))
                            AND b.type <> 'empty')
                 THEN 'pending'
+            ELSE 'idle'
         END AS status
     ) AS s
-    WHERE s.status IS NOT NULL
     ON CONFLICT (thread_id) DO NOTHING;
 END
 $backfill$;
