@@ -968,9 +968,9 @@ AND (%(ns)s::text IS NULL OR EXISTS (
            OR (x.checkpoint_ns >= %(ns)s::text || '|' AND x.checkpoint_ns < %(ns)s::text || '}'))))
 
 -- name: _status_rows
--- threads_by_status' rows of the status table after the cursor: those of the status asked for,
--- and the 'pending' ones when another is asked for; every row when none is (each scan newest
--- first by its index).
+-- threads_by_status' rows of the status table after the cursor: those of the status asked for
+-- ('pending', 'interrupted', 'error': few), and the 'pending' ones when another is asked for; each
+-- scan newest first by (status, checkpoint_id, thread_id), sorted together (a few rows).
 SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
 WHERE x.status = %(status)s::text
   AND (%(after_id)s::text IS NULL
@@ -980,28 +980,46 @@ SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status
 WHERE x.status = 'pending' AND %(status)s::text <> 'pending'
   AND (%(after_id)s::text IS NULL
        OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
-UNION ALL
-SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
-WHERE %(status)s::text IS NULL
-  AND (%(after_id)s::text IS NULL
-       OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
 
 -- name: threads_by_status
--- search_threads(status=...), and without a status unless a metadata filter is given: the status
--- table's rows of that status (or all), newest first by the checkpoint at which each took it
--- (an index, read backwards), each checked against its thread's newest root checkpoint
--- (_status_rule); with the rows that say 'pending' too when the status asked for is another (a
--- thread whose interrupt or error was stored but not yet marked, if its worker died between the
--- two calls). Reads as many rows as the page needs where the status and filters match most of
--- them, whatever the length of the threads.
+-- search_threads(status='pending' | 'interrupted' | 'error'): the status table's rows of that
+-- status (_status_rows), newest first by the checkpoint at which each took it, each checked
+-- against its thread's newest root checkpoint (_threads_page); with the rows that say 'pending'
+-- too when the status asked for is another (a thread whose interrupt or error was stored but not
+-- yet marked, if its worker died between the two calls).
+WITH s AS NOT MATERIALIZED (
+    {_status_rows}
+)
+{_threads_page}
+
+-- name: threads_recent
+-- search_threads() without a status, or of 'idle', and without a metadata filter: the status
+-- table's rows newest first, one backward scan of its (checkpoint_id, thread_id) index (idle
+-- threads are most of the table: a scan that stops at the page, not a sort of every row), with
+-- those that may be of the status asked for ('idle' and 'pending' for 'idle': a row whose run's
+-- end was not recorded), each checked against its thread's newest root checkpoint
+-- (_threads_page).
+WITH s AS NOT MATERIALIZED (
+    SELECT x.thread_id, x.checkpoint_id, x.since FROM {schema}.pgsaver_thread_status AS x
+    WHERE (%(status)s::text IS NULL OR x.status IN ('idle', 'pending'))
+      AND (%(after_id)s::text IS NULL
+           OR (x.checkpoint_id, x.thread_id) < (%(after_id)s::text, %(after_thread)s::text))
+)
+{_threads_page}
+
+-- name: _threads_page
+-- A page of threads from the rows s (thread_id, checkpoint_id: where the thread took its status,
+-- since) of the status table, in the order of s's index: each row's thread at its newest root
+-- checkpoint (a LIMIT 1 probe of the primary key), classified by _status_rule, kept if it is of
+-- the status asked for (any, for NULL) and passes the filters. Reads as many rows as the page
+-- needs where the status and filters match most of them, whatever the length of the threads.
 SELECT r.thread_id, r.status, r.checkpoint_id, r.created_at, r.metadata, r.metadata_exact,
        r.since, r.next, r.position
 FROM (
-    SELECT c.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
+    -- the row's thread_id (the index's), not c's: the page's order is then the index's
+    SELECT s.thread_id, {_status_rule} AS status, c.checkpoint_id, c.created_at, c.metadata,
            c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
-    FROM (
-        {_status_rows}
-    ) AS s
+    FROM s
     CROSS JOIN LATERAL (
         SELECT h.* FROM {schema}.pgsaver_checkpoints AS h
         WHERE h.thread_id = s.thread_id AND h.checkpoint_ns = ''
@@ -1014,14 +1032,7 @@ WHERE %(status)s::text IS NULL OR r.status = %(status)s::text
 ORDER BY r.position DESC, r.thread_id DESC
 LIMIT %(limit)s
 
--- name: threads_by_status__citus
--- search_threads(status=...), and without a status unless a metadata filter is given: the status
--- table's rows of that status (or all), newest first by the checkpoint at which each took it
--- (an index, read backwards), each checked against its thread's newest root checkpoint
--- (_status_rule); with the rows that say 'pending' too when the status asked for is another (a
--- thread whose interrupt or error was stored but not yet marked, if its worker died between the
--- two calls). Reads as many rows as the page needs where the status and filters match most of
--- them, whatever the length of the threads.
+-- name: _threads_page__citus
 -- On Citus: the thread's newest root checkpoint as the one without a newer (Citus plans no
 -- LIMIT in a lateral subquery) among those from the row's on (one, or a running run's: never a
 -- long thread's all; a thread whose row names a checkpoint not stored yet, a mark that came
@@ -1038,9 +1049,7 @@ FROM (
                 THEN {_status_rule} END AS status,
            c.checkpoint_id, c.created_at, c.metadata,
            c.metadata_exact, s.since, {_next_nodes} AS next, s.checkpoint_id AS position
-    FROM (
-        {_status_rows}
-    ) AS s
+    FROM s
     JOIN {schema}.pgsaver_checkpoints AS c
       ON c.thread_id = s.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id >= s.checkpoint_id
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_checkpoints AS n

@@ -510,8 +510,11 @@ class PostgresSaver(PoolOwner, SaverBase):
             sizes=sizes,
         )
         self._driver.find_citus()  # the statements' forms for this database
-        listed = found.query == "threads_by_status"
-        query = self._q["threads_by_status"] if listed else self._q["threads_walk"]
+        query = {
+            "threads_by_status": self._q["threads_by_status"],
+            "threads_recent": self._q["threads_recent"],
+            "threads_walk": self._q["threads_walk"],
+        }[found.query]
         out: builtins.list[_threads.ThreadInfo] = []
         params = found.params
         while True:

@@ -125,8 +125,10 @@ def search(
     }
     # the status table lists every thread; a metadata filter over all statuses (or the idle
     # ones, most threads) may find its few matches faster through the metadata's index
-    walk = metadata and status in (None, "idle")
-    query = "threads_walk" if walk else "threads_by_status"
+    if status in (None, "idle"):
+        query = "threads_walk" if metadata else "threads_recent"
+    else:
+        query = "threads_by_status"
     return Search(query, params, plan, limit, sizes)
 
 
@@ -152,7 +154,7 @@ def decode_cursor(cursor: str | None) -> tuple[str | None, str | None]:
     return position, thread_id
 
 
-#: the columns of threads_by_status and threads_walk
+#: the columns of threads_by_status, threads_recent and threads_walk
 THREAD_ID, STATUS, CHECKPOINT_ID, CREATED_AT, METADATA, METADATA_EXACT, SINCE, NEXT, POSITION = (
     range(9)
 )
