@@ -27,14 +27,14 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import psycopg
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from typing_extensions import TypedDict
 
-from benchmarks.payloads import _id, text
+from benchmarks.payloads import _id, ai_message, text
 from benchmarks.server import bench_database
 
 IMPLS = ("ours", "official")
@@ -49,24 +49,9 @@ class Chat(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def _ai(n: int, **extra: Any) -> AIMessage:
-    tokens = n // 4
-    return AIMessage(
-        content=text(n),
-        id=f"run-{_id()}",
-        response_metadata={"model_name": "gpt-4o-2024-08-06", "finish_reason": "stop"},
-        usage_metadata={
-            "input_tokens": 3 * tokens,
-            "output_tokens": tokens,
-            "total_tokens": 4 * tokens,
-        },
-        **extra,
-    )
-
-
 def chat_graph() -> StateGraph[Any]:
     g = StateGraph(Chat)
-    g.add_node("model", lambda s: {"messages": [_ai(800)]})
+    g.add_node("model", lambda s: {"messages": [ai_message(800)]})
     g.add_edge(START, "model")
     g.add_edge("model", END)
     return g
@@ -75,9 +60,9 @@ def chat_graph() -> StateGraph[Any]:
 def tools_graph() -> StateGraph[Any]:
     def agent(state: Chat) -> dict[str, Any]:
         if isinstance(state["messages"][-1], ToolMessage):
-            return {"messages": [_ai(600)]}
+            return {"messages": [ai_message(600)]}
         call = {"name": "search", "args": {"query": text(60)}, "id": f"call_{_id()[:24]}"}
-        return {"messages": [_ai(80, tool_calls=[call])]}
+        return {"messages": [ai_message(80, tool_calls=[call])]}
 
     def tool(state: Chat) -> dict[str, Any]:
         call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]

@@ -53,6 +53,12 @@ def _id() -> str:
 def _message(kind: str, n: int) -> BaseMessage:
     if kind == "human":
         return HumanMessage(content=text(n), id=_id())
+    return ai_message(n)
+
+
+def ai_message(n: int, **extra: Any) -> AIMessage:
+    """An AI message of about n characters, with the metadata a chat model returns (``extra``:
+    more fields, such as ``tool_calls``)."""
     tokens = n // 4
     return AIMessage(
         content=text(n),
@@ -63,6 +69,7 @@ def _message(kind: str, n: int) -> BaseMessage:
             "output_tokens": tokens,
             "total_tokens": 4 * tokens,
         },
+        **extra,
     )
 
 

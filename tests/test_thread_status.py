@@ -312,30 +312,34 @@ def test_many_threads_read_a_page(saver: PostgresSaver, db_dsn: str) -> None:
     assert all(t.status == "interrupted" for t in got)
     if ON_CITUS:
         return  # the reads happen on the workers: the coordinator's plan counts none of them
-    q = queries_for("public")
     for name, status in (
         ("threads_by_status", "interrupted"),
         ("threads_recent", None),
         ("threads_recent", "idle"),
         ("threads_walk", None),
     ):
-        params = {
-            "status": status,
-            "metadata": None,
-            "ns": None,
-            "idle_for": None,
-            "active_within": None,
-            "after_id": None,
-            "after_thread": None,
-            "limit": 20,
-        }
-        with psycopg.connect(db_dsn) as conn:
-            plan = conn.execute(
-                b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + q[name], params
-            ).fetchone()[0][0]
-        blocks = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+        blocks = page_blocks(db_dsn, name, status)
         # the whole checkpoints table is thousands of pages; a page of 20 threads reads a few
         assert blocks < 2_000, (name, blocks)
+
+
+def page_blocks(dsn: str, name: str, status: str | None) -> int:
+    """The buffers a page of 20 threads of ``status`` reads through the statement ``name``."""
+    params = {
+        "status": status,
+        "metadata": None,
+        "ns": None,
+        "idle_for": None,
+        "active_within": None,
+        "after_id": None,
+        "after_thread": None,
+        "limit": 20,
+    }
+    with psycopg.connect(dsn) as conn:
+        plan = conn.execute(
+            b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries_for("public")[name], params
+        ).fetchone()[0][0]
+    return int(plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0))
 
 
 def test_cli_threads_by_status(saver: PostgresSaver, db_dsn: str) -> None:
@@ -449,25 +453,9 @@ def test_long_threads_read_a_page(saver: PostgresSaver, db_dsn: str) -> None:
     assert "long" not in [t.thread_id for t in saver.search_threads(status="idle")]
     if ON_CITUS:
         return  # the reads happen on the workers: the coordinator's plan counts none of them
-    q = queries_for("public")
     for status in (None, "idle", "pending"):
-        params = {
-            "status": status,
-            "metadata": None,
-            "ns": None,
-            "idle_for": None,
-            "active_within": None,
-            "after_id": None,
-            "after_thread": None,
-            "limit": 20,
-        }
-        with psycopg.connect(db_dsn) as conn:
-            plan = conn.execute(
-                b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                + q["threads_recent" if status in (None, "idle") else "threads_by_status"],
-                params,
-            ).fetchone()[0][0]
-        blocks = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+        name = "threads_recent" if status in (None, "idle") else "threads_by_status"
+        blocks = page_blocks(db_dsn, name, status)
         # the long thread alone is thousands of pages of checkpoints and values
         # (the walk of every root checkpoint newest first that listed threads before: 208,299)
         assert blocks < 1_000, (status, blocks)
