@@ -459,3 +459,42 @@ def test_long_threads_read_a_page(saver: PostgresSaver, db_dsn: str) -> None:
         # the long thread alone is thousands of pages of checkpoints and values
         # (the walk of every root checkpoint newest first that listed threads before: 208,299)
         assert blocks < 1_000, (status, blocks)
+
+
+def test_a_job_stopped_at_the_status_leaves_nothing_half_done(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """The lifecycle jobs set the status rows in their own transaction: a job that fails there
+    (made to fail by a pgsaver_refresh_status that raises) deletes, copies and imports nothing,
+    and every thread's row still says what is stored."""
+    run_all(saver)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        kept = conn.execute(
+            "SELECT pg_get_functiondef('pgsaver_refresh_status(text)'::regprocedure)"
+        ).fetchone()[0]
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION pgsaver_refresh_status(p_thread text) RETURNS text "
+            "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'test: the job stops here'; END $$"
+        )
+    try:
+        run = uuid.uuid4()
+        app = graph().compile(checkpointer=saver)
+        app.invoke({"x": ["work"]}, {**cfg("runs"), "run_id": run})
+        before = table(db_dsn)
+        counts = rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints")
+        jobs = [
+            lambda: saver.retention(idle_for=timedelta(microseconds=1), thread_ids=["error"]),
+            lambda: saver.prune(["interrupted"], strategy="delete"),
+            lambda: saver.copy_thread("interrupted", "copy"),
+            lambda: saver.delete_for_runs([str(run)]),
+        ]
+        for job in jobs:
+            with pytest.raises(psycopg.errors.RaiseException, match="the job stops here"):
+                job()
+            assert rows(db_dsn, "SELECT count(*) FROM pgsaver_checkpoints") == counts
+            assert table(db_dsn) == before
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            conn.execute(kept)
+    saver.retention(idle_for=timedelta(microseconds=1), thread_ids=["error"])
+    assert "error" not in table(db_dsn)

@@ -40,7 +40,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.checkpoint import keys as _keys
-from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param, refresh_status
+from langgraph_pg_saver.checkpoint.lifecycle import locked, names_param, refreshed
 from langgraph_pg_saver.checkpoint.official import Source
 from langgraph_pg_saver.codec import jsonb as _jsonb
 from langgraph_pg_saver.codec import values as _values
@@ -266,10 +266,13 @@ def _import_threads(
                 chosen = dict(zip(Source.DECIDED, decided[0], strict=True))
                 return Step((Stmt(source.write(q), {**params, **chosen}),))
 
-            rows = yield Step(locked(q, ids, Stmt(source.decide(q), params)), 30.0, then=copy)
+            step = Step(locked(q, ids, Stmt(source.decide(q), params)), 30.0, then=copy)
         else:
-            rows = yield Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
-        yield refresh_status(q, ids)
+            step = Step(locked(q, ids, Stmt(source.apply(q), params)), 30.0)
+        # the threads' status rows in the import's transaction
+        kept: list[Rows] = []
+        yield refreshed(q, step, lambda rows: ids, kept)
+        rows = kept[0]
     threads, checkpoints, writes, blobs, untimed, already, unchanged, deleted, bad = rows[0][:9]
     return ImportReport(
         threads=int(threads),

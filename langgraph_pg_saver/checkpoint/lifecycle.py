@@ -92,6 +92,32 @@ def refresh_status(q: Queries, ids: Sequence[str]) -> Step:
     return Step(tuple(Stmt(q["refresh_status"], {"thread_id": t}) for t in ids))
 
 
+def refreshed(
+    q: Queries, step: Step, threads: Callable[[Rows], Sequence[str]], kept: list[Rows]
+) -> Step:
+    """``step`` (and the steps its ``then`` chain runs), then, in the same transaction, the status
+    rows of the threads ``threads`` finds in the chain's last rows: a job stopped anywhere never
+    commits rows it changed without their status (a deleted thread's row left behind, a copy
+    without one). The chain's last rows are kept in ``kept[0]`` (the generator receives the
+    refresh's)."""
+    inner = step.then
+
+    def then(rows: Rows) -> Step | None:
+        following = inner(rows) if inner is not None else None
+        if following is not None:
+            return refreshed(q, following, threads, kept)
+        kept[:] = [rows]
+        ids = threads(rows)
+        return refresh_status(q, ids) if ids else None
+
+    return dataclasses.replace(step, then=then)
+
+
+def _deleted_ids(rows: Rows) -> list[str]:
+    """The threads delete_threads deleted (its sixth column)."""
+    return list(rows[0][5] or ())
+
+
 def missing_threads(q: Queries, ids: list[str]) -> Steps:
     """Of ``ids``, those that hold no checkpoint, sorted (one statement): what a report names in
     ``missing``. A thread exists while it holds a checkpoint."""
@@ -125,11 +151,12 @@ def delete_threads(
     if dry_run:
         rows = yield Step((Stmt(q["threads_size"], params),))
         return _counts(rows[0], dry_run=True)
-    rows = yield Step(locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
+    kept: list[Rows] = []
+    deleted = Step(locked(q, ids, Stmt(q["delete_threads"], params)), lock_timeout)
+    yield refreshed(q, deleted, _deleted_ids, kept)
+    rows = kept[0]
     report = _counts(rows[0])
     report.batches = 1
-    if rows[0][5]:
-        yield refresh_status(q, list(rows[0][5]))
     # the threads deleted, under their locks: every other id held no checkpoint
     report.missing = sorted(set(ids) - set(rows[0][5] or ()))
     return report
@@ -371,12 +398,13 @@ def copy_thread(
     # (on Citus each on its thread's worker)
     locks = citus_locks(q, {dst: True, src: False}) if q.citus else (Stmt(q["lock_copy"], params),)
     gin = Stmt(q["gin_pending_list_small"])
-    yield Step((*locks, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    # the target's status row in the copy's transaction
+    copy = Step((*locks, gin, *exists), DEFAULT_LOCK_TIMEOUT, then=checked)
+    yield refreshed(q, copy, lambda rows: [dst] if counts.get("free") else [], [])
     if not counts:
         return Report(missing=[src])
     if not counts["free"]:
         raise ThreadNotEmptyError(dst)
-    yield refresh_status(q, [dst])
     checkpoints = counts.get("checkpoints", 0)
     return Report(
         threads=1 if checkpoints else 0,
@@ -413,15 +441,16 @@ def delete_for_runs(q: Queries, run_ids: Sequence[str], *, dry_run: bool = False
     if dry_run:
         rows = yield Step((Stmt(q["runs_threads"], {"run_ids": ids}),), then=then)
     else:
-        rows = yield Step(
+        kept: list[Rows] = []
+        locked_runs = Step(
             (Stmt(q["lock_threads_of_runs"], {"run_ids": ids}),), DEFAULT_LOCK_TIMEOUT, then=then
         )
+        # the threads' status rows in the delete's transaction
+        yield refreshed(q, locked_runs, lambda rows: found[0], kept)
+        rows = kept[0] if kept else []
     if not found[0]:
         return Report(dry_run=dry_run, missing=ids)
-    report = _runs_report(ids, rows, dry_run)
-    if not dry_run:
-        yield refresh_status(q, found[0])
-    return report
+    return _runs_report(ids, rows, dry_run)
 
 
 def _runs_report(ids: list[str], rows: Rows, dry_run: bool) -> Report:
@@ -497,9 +526,11 @@ def _citus_delete_for_runs(q: Queries, ids: list[str], dry_run: bool) -> Steps:
 
         return Step((*locks, statement), then=planned)
 
-    yield Step(
+    runs = Step(
         (Stmt(q["runs_threads"], {"run_ids": ids}),), DEFAULT_LOCK_TIMEOUT, then=threads_found
     )
+    # the threads' status rows in the delete's transaction
+    yield runs if dry_run else refreshed(q, runs, lambda rows: found[0], [])
     if not found[0]:
         return Report(dry_run=dry_run, missing=ids)
     R = RunsRow
@@ -514,10 +545,7 @@ def _citus_delete_for_runs(q: Queries, ids: list[str], dry_run: bool) -> Steps:
     for r in heads:
         missing &= set(r[R.WIDTH - 1] or ())
     total[R.WIDTH - 1] = sorted(missing)
-    report = _runs_report(ids, [tuple(total), *merged], dry_run)
-    if not dry_run:
-        yield refresh_status(q, found[0])
-    return report
+    return _runs_report(ids, [tuple(total), *merged], dry_run)
 
 
 # --------------------------------------------------------------------------- encryption
@@ -783,12 +811,13 @@ def retention(
             elif idle:
                 # idleness is checked again under the locks: a thread written meanwhile stays
                 params = {"thread_ids": idle, "idle_for": idle_for}
-                rows = yield Step(locked(q, idle, Stmt(q["delete_threads"], params)), lock_timeout)
+                kept: list[Rows] = []
+                deleted = Step(locked(q, idle, Stmt(q["delete_threads"], params)), lock_timeout)
+                yield refreshed(q, deleted, _deleted_ids, kept)
+                rows = kept[0]
                 done = _counts(rows[0])
                 done.batches = 1
                 total.add(done)
-                if rows[0][5]:
-                    yield refresh_status(q, list(rows[0][5]))
                 # a thread written between the idle check and the locks was not deleted: it is
                 # pruned to keep_last like the others, not skipped in this pass
                 idle = list(rows[0][5] or ())
