@@ -194,6 +194,18 @@ async def _through_an_outage(cluster: Cluster, outage: float, how: str) -> None:
             assert {c["configurable"]["checkpoint_id"] for c in clients[0].acked} <= stored
             keys = {i.key for i in store.search(("outage", "s"), limit=100_000)}
             assert set(clients[2].acked) <= keys
+            # and the threads' status rows, kept by the puts through the outage, say what is
+            # stored: the thread's status, at its newest checkpoint
+            found = {t.thread_id: t for t in saver.search_threads(limit=10)}
+            for suffix in ("s", "a"):
+                thread = f"{thread_id}-{suffix}"
+                with psycopg.connect(dsn) as conn:
+                    row = conn.execute(
+                        "SELECT status, checkpoint_id FROM pgsaver_thread_status"
+                        " WHERE thread_id = %s",
+                        (thread,),
+                    ).fetchone()
+                assert row == (found[thread].status, found[thread].checkpoint_id), thread
 
 
 @pytest.mark.timeout(150)
