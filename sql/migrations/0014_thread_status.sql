@@ -9,7 +9,7 @@
 --   pending      a trigger channel (__start__, branch:to:<node>) holds a value: nodes are
 --                scheduled and have not finished (a run in progress, or one stopped before them:
 --                interrupt_before/after, a crash, a cancelled run);
---   idle         none of these (no row here).
+--   idle         none of these (its row says 'idle'; every thread has a row).
 -- put keeps the row (pgsaver_put_status, below): a root checkpoint that schedules nodes makes it
 -- 'pending' unless it is already (a probe of the primary key: nothing written in the middle of a
 -- run); one that schedules none makes it 'idle'; put_writes to __interrupt__ or __error__ of the
