@@ -39,7 +39,7 @@ guard AS (
 {_put_checked}, new_blobs AS (
     {_put_blobs}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-)
+){parts}
 {_put_row}
 {_put_row_upsert}
 RETURNING {_put_status}
@@ -51,7 +51,7 @@ RETURNING {_put_status}
 -- runs put instead.
 {_put_checked}, new_blobs AS (
     {_put_blobs}
-)
+){parts}
 {_put_row}
 RETURNING {_put_status}
 
@@ -62,7 +62,7 @@ RETURNING {_put_status}
 {_put_checked_plain}, new_blobs AS (
     {_put_blobs}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-)
+){parts}
 {_put_row}
 {_put_row_upsert}
 RETURNING 1
@@ -71,7 +71,7 @@ RETURNING 1
 -- put_new with the parent check inline (see put_plain).
 {_put_checked_plain}, new_blobs AS (
     {_put_blobs}
-)
+){parts}
 {_put_row}
 RETURNING 1
 
@@ -87,6 +87,16 @@ SELECT {schema}.pgsaver_put(
     %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b::bytea,
     %(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
     %(blob_values)b::bytea[], %(status)s::text)
+
+-- name: put_call_parts
+-- put_call for a put with parts (list values stored as their elements): migration 0015's form of
+-- pgsaver_put, which stores them too.
+SELECT {schema}.pgsaver_put(
+    %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text,
+    %(parent_checkpoint_id)s::text, %(run_id)s::text, %(type)s::text, %(checkpoint)b::bytea,
+    %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(metadata_exact)b::bytea,
+    %(blob_channels)b::text[], %(blob_versions)b::text[], %(blob_types)b::text[],
+    %(blob_values)b::bytea[], %(status)s::text, %(part_keys)b::bytea[], %(part_blobs)b::bytea[])
 
 -- name: put_orphan
 -- put's second try, when put inserted nothing: its parent is not stored (never was: tests, tools and
@@ -124,7 +134,7 @@ WITH {_guard}, parent AS (
 ), new_blobs AS (
     {_put_blobs}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-)
+){parts}
 {_put_row}
 {_put_row_upsert}
 RETURNING {_put_status}
@@ -202,6 +212,17 @@ WITH {_guard}, seen AS (
        OR EXISTS (SELECT 1 FROM seen WHERE seen.untouched)
        OR EXISTS (SELECT 1 FROM locked))
       AND {claim}
+)
+
+-- name: _put_parts
+-- The {parts} slot of a put whose list values are stored as their elements (codec/elements.py):
+-- the parts they name, as arrays sorted by key (two puts that share parts insert them in one
+-- order); a part stored already is kept. Another CTE of put's WITH list; without parts, empty.
+, new_parts AS (
+    INSERT INTO {schema}.pgsaver_elements (thread_id, key, blob)
+    SELECT %(thread_id)s, p.key, p.blob
+    FROM allowed, unnest(%(part_keys)b::bytea[], %(part_blobs)b::bytea[]) AS p (key, blob)
+    ON CONFLICT (thread_id, key) DO NOTHING
 )
 
 -- name: _claim
@@ -399,6 +420,47 @@ WITH c AS MATERIALIZED (
 SELECT * FROM {schema}.pgsaver_get_tuple(
     %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text)
 
+-- name: _list_value
+-- Expects bl (a pgsaver_blobs row). Its value as a read returns it: the blob, or for a list stored
+-- as its elements (type 'pgsaver.list', codec/elements.py) the serialized list assembled here: the
+-- msgpack array header the blob holds (h bytes from its third, h its second), then the bytes of
+-- each part its 16-byte keys name (r.i: where each key starts), in order, each looked up by the
+-- primary key (LATERAL ... OFFSET 0: never a hash of the thread's parts); NULL when a part is
+-- missing, which the read refuses (CorruptValueError). The same expression is in migration 0015's
+-- functions. The planner takes generate_series for 1,000 rows, and the statement's cost above
+-- jit_above_cost (get_tuple then spent 300 ms compiling): the always-true range on r.i is taken
+-- as a 1-in-200 filter. Written short: list() stays within psycopg's query cache (4 KB).
+CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
+SELECT CASE WHEN count(e.blob) = count(*) THEN
+ substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '' ORDER BY r.i) END
+FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+LEFT JOIN LATERAL (
+ SELECT e.blob FROM {schema}.pgsaver_elements AS e
+ WHERE e.thread_id = {_list_thread} AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
+) AS e ON true
+WHERE r.i >= 0 AND r.i < 2147483647) END
+
+-- name: _list_thread
+-- _list_value's thread: bl's, in a statement across threads.
+bl.thread_id
+
+-- name: _list_value_thread
+-- _list_value in a statement that reads the one thread %(thread_id)s.
+{_list_value}
+
+-- name: _list_value_thread__citus
+-- On Citus: _list_value with the parts' thread compared with the thread parameter, so that Citus
+-- sees every table reference read one thread.
+CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
+SELECT CASE WHEN count(e.blob) = count(*) THEN
+ substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '' ORDER BY r.i) END
+FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+LEFT JOIN LATERAL (
+ SELECT e.blob FROM {schema}.pgsaver_elements AS e
+ WHERE e.thread_id = %(thread_id)s AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
+) AS e ON true
+WHERE r.i >= 0 AND r.i < 2147483647) END
+
 -- name: _tuple_columns
 -- Expects c (a pgsaver_checkpoints row).
 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
@@ -426,7 +488,7 @@ SELECT 0, e.key, e.value, s.type, s.blob, NULL, NULL, NULL, NULL, NULL, NULL, NU
 FROM c
 CROSS JOIN LATERAL jsonb_each_text(c.channel_versions) AS e
 CROSS JOIN LATERAL (
-    SELECT bl.type, bl.blob
+    SELECT bl.type, {_list_value_thread} AS blob
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = c.checkpoint_ns
       AND bl.channel = e.key AND bl.version = e.value AND bl.type <> 'empty'
@@ -697,7 +759,7 @@ SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.ve
        NULL::jsonb, NULL::jsonb, NULL::bytea
 FROM cv AS v
 CROSS JOIN LATERAL (
-    SELECT bl.type, bl.blob
+    SELECT bl.type, {_list_value_thread} AS blob
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = v.checkpoint_ns
       AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
@@ -756,7 +818,7 @@ SELECT 0 AS kind, v.thread_id, v.checkpoint_ns, v.channel AS checkpoint_id, v.ve
        NULL::jsonb, NULL::jsonb, NULL::bytea
 FROM cv AS v
 CROSS JOIN LATERAL (
-    SELECT bl.type, bl.blob
+    SELECT bl.type, {_list_value} AS blob
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = v.thread_id AND bl.checkpoint_ns = v.checkpoint_ns
       AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
@@ -865,6 +927,8 @@ SELECT {schema}.pgsaver_delete_thread(%(thread_id)s::text)
 -- name: delete_thread
 WITH deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = %(thread_id)s
+), deleted_elements AS (
+    DELETE FROM {schema}.pgsaver_elements WHERE thread_id = %(thread_id)s
 ), deleted_writes AS (
     DELETE FROM {schema}.pgsaver_writes WHERE thread_id = %(thread_id)s
 )
@@ -875,6 +939,13 @@ DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
 -- checkpoints: a delete, copy_thread's target, delete_for_runs, an import. A bare call: Citus runs
 -- it on the thread's worker.
 SELECT {schema}.pgsaver_refresh_status(%(thread_id)s::text)
+
+-- name: gc_elements
+-- The parts of a thread (lists stored as their elements) that no stored value names any more,
+-- deleted (migration 0015's pgsaver_gc_elements; a bare call: Citus runs it on the thread's
+-- worker). Each lifecycle job runs it, in its own transaction, for the threads whose values it
+-- deleted or copied.
+SELECT {schema}.pgsaver_gc_elements(%(thread_id)s::text)
 
 -- name: put_status_mark
 -- After put_writes of a task's write to __interrupt__ or __error__ at a root checkpoint: the
@@ -1175,7 +1246,7 @@ SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
 -- in the order they are distributed. The store's tables stay on the coordinator and the
 -- migrations table is a reference table (docs/scaling.md, "What setup() distributes").
 ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports',
-      'pgsaver_thread_status']
+      'pgsaver_thread_status', 'pgsaver_elements']
 
 -- name: _citus_functions
 -- Our functions Citus runs where the thread's rows are: each of the schema's functions with a
@@ -1366,7 +1437,7 @@ FROM walk AS w
 CROSS JOIN LATERAL unnest(w.wanted) AS ch (name)
 CROSS JOIN LATERAL (
     -- a lookup by the whole primary key, whatever the table statistics say
-    SELECT bl.type, bl.blob
+    SELECT bl.type, {_list_value_thread} AS blob
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = w.checkpoint_ns
       AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'
@@ -2100,6 +2171,25 @@ WITH picked AS MATERIALIZED (
 SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
        (SELECT ARRAY[p.checkpoint_ns, p.channel, p.version] FROM picked AS p
         ORDER BY p.checkpoint_ns DESC, p.channel DESC, p.version DESC LIMIT 1)
+
+-- name: copy_elements_batch
+-- copy_thread's parts (lists stored as their elements): every part of the source, by key; the
+-- target's status refresh then deletes those no copied value names (gc_elements).
+WITH picked AS MATERIALIZED (
+    SELECT e.key, e.blob
+    FROM {schema}.pgsaver_elements AS e
+    WHERE e.thread_id = %(source)s
+      AND (%(after)s::text[] IS NULL OR e.key > decode((%(after)s::text[])[1], 'hex'))
+    ORDER BY e.key
+    LIMIT %(batch)s
+), copied AS (
+    INSERT INTO {schema}.pgsaver_elements (thread_id, key, blob)
+    SELECT %(target)s, p.key, p.blob FROM picked AS p
+    ON CONFLICT (thread_id, key) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
+       (SELECT ARRAY[encode(p.key, 'hex')] FROM picked AS p ORDER BY p.key DESC LIMIT 1)
 
 -- name: copy_writes_batch
 WITH picked AS MATERIALIZED (

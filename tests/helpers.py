@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
@@ -142,3 +143,40 @@ def freeze_empty_statistics(dsn: str) -> None:
         for table in STORE_TABLES:
             admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
             admin.execute(f"ANALYZE {table}")
+
+
+#: every part key the list values of thread %(t)s name (lists stored as their elements)
+_NAMED_PARTS = """
+    SELECT DISTINCT substr(b.blob, r.i, 16) AS key
+    FROM pgsaver_blobs AS b
+    CROSS JOIN LATERAL generate_series(
+        3 + get_byte(b.blob, 1), octet_length(b.blob) - 15, 16) AS r (i)
+    WHERE b.thread_id = %(t)s AND b.type = 'pgsaver.list'
+"""
+
+
+def parts_of(dsn: str, thread: str) -> tuple[int, int, int]:
+    """(parts named, named but missing, stored but named by no value) of a thread's lists stored
+    as their elements."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            f"WITH named AS MATERIALIZED ({_NAMED_PARTS}) "
+            "SELECT (SELECT count(*) FROM named),"
+            " (SELECT count(*) FROM named WHERE key NOT IN"
+            "   (SELECT e.key FROM pgsaver_elements AS e WHERE e.thread_id = %(t)s)),"
+            " (SELECT count(*) FROM pgsaver_elements AS e WHERE e.thread_id = %(t)s"
+            "   AND e.key NOT IN (SELECT key FROM named))",
+            {"t": thread},
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def assert_parts_whole(dsn: str, thread: str) -> int:
+    """Every part a list value of the thread names is stored, and no stored part is named by
+    none; returns how many are named."""
+    named, missing, orphans = parts_of(dsn, thread)
+    assert (missing, orphans) == (0, 0), (
+        f"thread {thread!r}: {missing} parts missing, {orphans} left that nothing names"
+    )
+    return named

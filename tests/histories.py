@@ -108,7 +108,9 @@ def build(
             if params is not None:
                 write_rows.append(params.params)
     with saver._driver.cursor() as cur:
-        cur.executemany(saver._q.render("put", blob_rows=0, claim=False, status=None), put_rows)
+        cur.executemany(
+            saver._q.render("put", blob_rows=0, claim=False, status=None, parts=False), put_rows
+        )
         if write_rows:
             cur.executemany(saver._q.render("put_writes", write_rows=0), write_rows)
     assert WRITES_IDX_MAP  # the special channel above uses its fixed negative idx

@@ -93,35 +93,38 @@ def _assert_report(report: Any, expected: set[str]) -> None:
         assert report.results[name].tests_passed > 0, name
 
 
-@pytest.fixture(params=["direct", "pgbouncer", "sealed"])
-def target(request: pytest.FixtureRequest, db_dsn: str) -> tuple[str, KeyringSerializer | None]:
+@pytest.fixture(params=["direct", "pgbouncer", "sealed", "elements"])
+def target(request: pytest.FixtureRequest, db_dsn: str) -> tuple[str, dict[str, Any]]:
     """The test database, direct and through a transaction-mode PgBouncer (defaults either way),
-    and direct with every value sealed by a KeyringSerializer."""
+    direct with every value sealed by a KeyringSerializer, and direct with lists stored as their
+    elements: the dsn and the saver's options."""
     if request.param == "pgbouncer":
-        return str(request.getfixturevalue("bouncer").dsn(db_dsn)), None
+        return str(request.getfixturevalue("bouncer").dsn(db_dsn)), {}
     if request.param == "sealed":
-        return db_dsn, KeyringSerializer({"k1": b"k" * 32})
-    return db_dsn, None
+        return db_dsn, {"serde": KeyringSerializer({"k1": b"k" * 32})}
+    if request.param == "elements":
+        return db_dsn, {"list_storage": "elements"}
+    return db_dsn, {}
 
 
-async def test_conformance_async_saver(target: tuple[str, KeyringSerializer | None]) -> None:
-    dsn, serde = target
+async def test_conformance_async_saver(target: tuple[str, dict[str, Any]]) -> None:
+    dsn, options = target
 
     @checkpointer_test(name="AsyncPostgresSaver")
     async def factory() -> AsyncIterator[AsyncPostgresSaver]:
-        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as saver:
+        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4, **options) as saver:
             yield saver
 
     report = await validate(factory)
     _assert_report(report, ALL)
 
 
-async def test_conformance_sync_saver(target: tuple[str, KeyringSerializer | None]) -> None:
-    dsn, serde = target
+async def test_conformance_sync_saver(target: tuple[str, dict[str, Any]]) -> None:
+    dsn, options = target
 
     @checkpointer_test(name="PostgresSaver")
     async def factory() -> AsyncIterator[BaseCheckpointSaver[str]]:
-        with PostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as saver:
+        with PostgresSaver.from_conn_string(dsn, max_size=4, **options) as saver:
             yield SyncAsAsync(saver)
 
     report = await validate(factory)

@@ -51,20 +51,35 @@ class Runner:
 
 
 @pytest.fixture(
-    params=["sync", "async", "sync-pgbouncer", "async-pgbouncer", "sync-sealed", "async-sealed"]
+    params=[
+        "sync",
+        "async",
+        "sync-pgbouncer",
+        "async-pgbouncer",
+        "sync-sealed",
+        "async-sealed",
+        "sync-elements",
+        "async-pgbouncer-elements",
+    ]
 )
 async def runner(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[Runner]:
     """Each scenario with each saver, direct and through a transaction-mode PgBouncer, with
-    from_conn_string's defaults, and direct with every value sealed by a KeyringSerializer."""
+    from_conn_string's defaults, direct with every value sealed by a KeyringSerializer, and with
+    lists stored as their elements (direct, and through PgBouncer: the put function's form)."""
     dsn = db_dsn
-    if request.param.endswith("-pgbouncer"):
+    if "-pgbouncer" in request.param:
         dsn = request.getfixturevalue("bouncer").dsn(db_dsn)
     serde = KeyringSerializer({"k1": b"k" * 32}) if request.param.endswith("-sealed") else None
+    lists: Any = "elements" if request.param.endswith("-elements") else "whole"
     if request.param.startswith("sync"):
-        with PostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as s:
+        with PostgresSaver.from_conn_string(
+            dsn, max_size=4, serde=serde, list_storage=lists
+        ) as s:
             yield Runner(s, False)
     else:
-        async with AsyncPostgresSaver.from_conn_string(dsn, max_size=4, serde=serde) as a:
+        async with AsyncPostgresSaver.from_conn_string(
+            dsn, max_size=4, serde=serde, list_storage=lists
+        ) as a:
             yield Runner(a, True)
 
 

@@ -346,7 +346,7 @@ def test_every_hot_path_statement_stays_on_its_thread(
         "put, arrays": (insert_many, many.params),
         "put, arrays (upsert)": (upsert_many, many.params),
         "put (parent not stored)": (
-            q.render("put_orphan", blob_rows=put.rows, claim=False, status=None),
+            q.render("put_orphan", blob_rows=put.rows, claim=False, status=None, parts=False),
             put.params,
         ),
         "put_writes": (write_new, writes.params),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ import psycopg
 import pytest
 from conftest import ON_CITUS
 from graphs import persistent_subgraph, research_chat
+from helpers import assert_parts_whole
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, StateSnapshot
 from psycopg.types.json import Jsonb
@@ -43,6 +45,14 @@ END $$;
 CREATE TRIGGER lgps_test_stop AFTER DELETE ON pgsaver_checkpoints
     FOR EACH STATEMENT EXECUTE FUNCTION lgps_test_stop();
 """
+
+
+@pytest.fixture(params=["whole", "elements"])
+def saver(request: pytest.FixtureRequest, db_dsn: str) -> Iterator[PostgresSaver]:
+    """Each job with lists stored whole and as their elements (whose parts each batch must
+    keep for its survivors, and none for what it deleted)."""
+    with PostgresSaver.from_conn_string(db_dsn, max_size=4, list_storage=request.param) as s:
+        yield s
 
 
 def cfg(thread: str, ns: str = "", cid: str | None = None) -> dict[str, Any]:
@@ -199,7 +209,9 @@ def stopped_runs(
                 before, saver, graph, dsn, copy, f"stopped after batch {k}"
             )
         )
+        assert_parts_whole(dsn, copy)
         saver.delete_thread(copy)
+        assert_parts_whole(dsn, copy)
         if not stopped:
             return survivors  # the job ran to its end within k batches
     raise AssertionError(f"the job needed more than {max_batches} batches")

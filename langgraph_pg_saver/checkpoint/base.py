@@ -15,6 +15,7 @@ from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import reading as _reading
 from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec import elements as _elements
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.db.call import ALL, NOTHING, ONE, Call
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
@@ -36,9 +37,11 @@ class SaverBase(BaseCheckpointSaver[str]):
         schema: str = DEFAULT_SCHEMA,
         single_writer: bool = False,
         compression: _compress.Compression = "zstd",
+        list_storage: _elements.ListStorage = "whole",
     ) -> None:
         super().__init__(serde=serde)
         self._compression = _compress.check(compression)
+        self._list_storage = _elements.check_storage(list_storage)
         # the statements for one server, and for a database with citus (chosen by the driver's
         # state: shared by the clones LangGraph makes, found once per saver)
         self._queries = (queries_for(schema), queries_for(schema, citus=True))
@@ -80,6 +83,12 @@ class SaverBase(BaseCheckpointSaver[str]):
         return self._compression
 
     @property
+    def list_storage(self) -> _elements.ListStorage:
+        """How list values are stored: "whole" (each version as serialized) or "elements" (each
+        element once per thread; codec/elements.py)."""
+        return self._list_storage
+
+    @property
     def schema(self) -> str:
         """The Postgres schema holding this saver's tables."""
         return self._q.schema
@@ -102,11 +111,12 @@ class SaverBase(BaseCheckpointSaver[str]):
         if self._claims(metadata):
             put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
-        unprepared = None if put.claim else (self._q["put_call"], _writing.blob_arrays)
-        q, rows, claim = self._q, put.rows, put.claim
+        call = self._q["put_call_parts" if put.parts else "put_call"]
+        unprepared = None if put.claim else (call, _writing.blob_arrays)
+        q, rows, claim, parts = self._q, put.rows, put.claim, put.parts
         plain = (
-            q.render("put_new_plain", blob_rows=rows, claim=claim),
-            q.render("put_plain", blob_rows=rows, claim=claim),
+            q.render("put_new_plain", blob_rows=rows, claim=claim, parts=parts),
+            q.render("put_plain", blob_rows=rows, claim=claim, parts=parts),
         )
         return Call(insert, put.params, ONE, upsert, unprepared, plain=plain)
 
@@ -115,7 +125,9 @@ class SaverBase(BaseCheckpointSaver[str]):
         checkpoint if its state is whole without any ancestor; no row when it is not."""
         claim = self._claims(metadata)
         status = put.params.get("status")
-        query = self._q.render("put_orphan", blob_rows=put.rows, claim=claim, status=status)
+        query = self._q.render(
+            "put_orphan", blob_rows=put.rows, claim=claim, status=status, parts=put.parts
+        )
         return Call(query, put.params, ONE)
 
     def _put_writes_call(self, writes: _writing.Batch) -> Call:
@@ -159,9 +171,9 @@ class SaverBase(BaseCheckpointSaver[str]):
     def _put_sql(self, put: _writing.Batch) -> tuple[bytes, bytes]:
         """put's plain INSERT, and the upsert the driver falls back to on a unique violation."""
         q = self._q
-        rows, claim, status = put.rows, put.claim, put.params.get("status")
-        insert = q.render("put_new", blob_rows=rows, claim=claim, status=status)
-        return insert, q.render("put", blob_rows=rows, claim=claim, status=status)
+        rows, claim, status, parts = put.rows, put.claim, put.params.get("status"), put.parts
+        insert = q.render("put_new", blob_rows=rows, claim=claim, status=status, parts=parts)
+        return insert, q.render("put", blob_rows=rows, claim=claim, status=status, parts=parts)
 
     def _claims(self, metadata: object) -> bool:
         """Whether a put must extend its namespace's newest checkpoint: with single_writer, a

@@ -88,8 +88,24 @@ def citus_locks(q: Queries, threads: dict[str, bool]) -> tuple[Stmt, ...]:
 
 def refresh_status(q: Queries, ids: Sequence[str]) -> Step:
     """The status rows of threads whose checkpoints a job changed, set again from what is stored
-    (migration 0014's pgsaver_refresh_status; on Citus, each call runs on its thread's worker)."""
-    return Step(tuple(Stmt(q["refresh_status"], {"thread_id": t}) for t in ids))
+    (migration 0014's pgsaver_refresh_status; on Citus, each call runs on its thread's worker),
+    each after the thread's parts that no stored value names any more are deleted (gc_elements):
+    a job that deletes or copies values leaves no part behind that nothing reads."""
+    return Step(
+        tuple(
+            stmt
+            for t in ids
+            for stmt in (
+                Stmt(q["gc_elements"], {"thread_id": t}),
+                Stmt(q["refresh_status"], {"thread_id": t}),
+            )
+        )
+    )
+
+
+def gc_elements(q: Queries, ids: Sequence[str]) -> Step:
+    """The threads' parts that no stored value names any more, deleted (migration 0015)."""
+    return Step(tuple(Stmt(q["gc_elements"], {"thread_id": t}) for t in ids))
 
 
 def refreshed(
@@ -221,7 +237,17 @@ def _keep_last(
         # still needs were left in it, which ids out of time order can cause) ends the job too
         if not int(left) or not int(checkpoints):
             break
-    rows = yield Step(locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout)
+    pruned: list[Rows] = []
+
+    def collect(rows: Rows) -> Step:
+        # then, in the same transaction, the parts the deleted values alone named
+        pruned[:] = [rows]
+        return gc_elements(q, ids)
+
+    yield Step(
+        locked(q, ids, Stmt(q["prune_blobs"], {"thread_ids": ids})), lock_timeout, then=collect
+    )
+    rows = pruned[0]
     report.blobs += int(rows[0][0])
     report.bytes += int(rows[0][1] or 0)
     report.threads = len(touched)
@@ -277,15 +303,21 @@ def prune(q: Queries, thread_ids: Sequence[str], strategy: str, **options: Any) 
 #: 2,000 rows of a chat thread take 15-40 ms here (the whole 50,000-checkpoint thread: 2.7 s in one
 #: statement), well within a role's statement_timeout of 250 ms
 COPY_BATCH = 2000
-#: the tables copy_thread copies (and clears), in this order: checkpoints first (queries.sql says why)
-COPY_TABLES = ("checkpoints", "writes", "blobs")
+#: the tables copy_thread copies (and clears, but for the parts, which gc_elements deletes with
+#: the values that named them), in this order: checkpoints first (queries.sql says why)
+COPY_TABLES = ("checkpoints", "writes", "blobs", "elements")
 
 
 def _batch_queries(q: Queries) -> dict[str, tuple[bytes, ...]]:
     """copy_thread's batch statements per table of COPY_TABLES: clearing the target, copying."""
     return {
         "clear": (q["clear_checkpoints_batch"], q["clear_writes_batch"], q["clear_blobs_batch"]),
-        "copy": (q["copy_checkpoints_batch"], q["copy_writes_batch"], q["copy_blobs_batch"]),
+        "copy": (
+            q["copy_checkpoints_batch"],
+            q["copy_writes_batch"],
+            q["copy_blobs_batch"],
+            q["copy_elements_batch"],
+        ),
     }
 
 
@@ -360,7 +392,7 @@ def copy_thread(
     batches = _batch_queries(q)
     #: free (the target held no checkpoint), then the rows copied per table
     counts: dict[str, int] = {}
-    cleared, copied = [0, 0, 0], [0, 0, 0]
+    cleared, copied = [0, 0, 0], [0, 0, 0, 0]
 
     def checked(rows: Rows) -> Step | None:
         counts.clear()  # a rerun after a transient error starts again here

@@ -46,6 +46,7 @@ from langgraph_pg_saver.checkpoint.base import SaverBase
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.compress import Compression
+from langgraph_pg_saver.codec.elements import ListStorage
 from langgraph_pg_saver.db import schema_async as _schema
 from langgraph_pg_saver.db.driver_async import AsyncDriver
 from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
@@ -99,6 +100,12 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             :class:`ReadOnlyError` at once, sending nothing; reads, dry runs and
             ``setup(check=True)`` work. Without it, a write the server refuses as read-only
             raises the same error.
+        list_storage: ``"whole"`` (default): a channel value is stored whole at each version, as
+            LangGraph serializes it. ``"elements"``: a plain list value (``messages``, any
+            appended list) is stored as its elements, each once per thread, so a conversation's
+            storage grows with its length rather than its square (docs/guide.md, "Lists stored as
+            their elements": what it saves, what it costs, and the rolling upgrade it needs).
+            Either way both forms are read.
     """
 
     # [async-only]
@@ -136,9 +143,14 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
         read_only: bool = False,
+        list_storage: ListStorage = "whole",
     ) -> None:
         super().__init__(
-            serde=serde, schema=schema, single_writer=single_writer, compression=compression
+            serde=serde,
+            schema=schema,
+            single_writer=single_writer,
+            compression=compression,
+            list_storage=list_storage,
         )
         self._driver = AsyncDriver(
             conn,
@@ -187,6 +199,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         statement_timeout: float | None = None,
         compression: Compression = "zstd",
         read_only: bool = False,
+        list_storage: ListStorage = "whole",
     ) -> AsyncPostgresSaver:
         """A saver that creates and owns a connection pool to ``conn_string``.
 
@@ -220,6 +233,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
         ``read_only``: a saver that reads from a standby, as for the constructor.
 
+        ``list_storage``: ``"whole"`` (default) or ``"elements"``, as for the constructor.
+
         ``timeout``: how long a call waits for a connection (psycopg_pool's ``timeout``) before
         ``ConnectionTimeoutError``, which names the server, the wait and the last connection
         error; each connection attempt gives up after 10 s (libpq's ``connect_timeout``).
@@ -243,6 +258,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             statement_timeout=statement_timeout,
             compression=compression,
             read_only=read_only,
+            list_storage=list_storage,
         )._own_pool()
 
     async def ahealthcheck(self, timeout: float = _schema.HEALTHCHECK_TIMEOUT) -> dict[str, Any]:
@@ -468,6 +484,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             metadata,
             new_versions,
             compress=self._compression is not None,
+            elements=self._list_storage == "elements",
         )
         stored = await self._driver.run(self._put_call(put, metadata))
         if stored is None or stored[0] is False:

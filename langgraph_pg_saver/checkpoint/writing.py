@@ -24,8 +24,9 @@ from langgraph_pg_saver.checkpoint.keys import (
     run_id_of,
     version_key,
 )
+from langgraph_pg_saver.codec import elements as _elements
 from langgraph_pg_saver.codec import jsonb as _jsonb
-from langgraph_pg_saver.codec.crypto import KeyringSerializer
+from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
 from langgraph_pg_saver.codec.jsonb import encode_json
 from langgraph_pg_saver.codec.values import dump_at, find_surrogate, pack_typed, sealer
 from langgraph_pg_saver.db.adapt import NULL_BYTEA
@@ -69,6 +70,9 @@ class Batch(NamedTuple):
     special: bool = False
     #: a put that must extend its namespace's newest checkpoint (single_writer=True)
     claim: bool = False
+    #: a put with list values stored as their elements: its parts travel as the arrays part_keys
+    #: and part_blobs
+    parts: bool = False
 
 
 _BLOB_KEYS = tuple((f"bc{i}", f"bv{i}", f"bt{i}", f"bb{i}") for i in range(VALUES_MAX_ROWS))
@@ -141,12 +145,15 @@ def put_params(
     *,
     values_max: int = VALUES_MAX_ROWS,
     compress: bool = False,
+    elements: bool = False,
 ) -> Batch:
     """Parameters of the ``put`` query. Raises before anything is written if the input is unusable.
 
     The values of ``new_versions`` go as scalars when there are at most ``values_max`` (and at
     least one) of them, otherwise as arrays (``values_max=0``: always arrays). ``compress``: the
-    values and the body are stored compressed where that pays (_compress).
+    values and the body are stored compressed where that pays (_compress). ``elements``: a list
+    value is stored as its elements where it can be (codec/elements.py); its parts go as the
+    arrays part_keys and part_blobs.
     """
     keys = config_keys(config)
     checkpoint_id = _text(checkpoint["id"], "checkpoint id")
@@ -154,18 +161,22 @@ def put_params(
     values = checkpoint.get("channel_values") or {}
     params: Params = {}
     rows = len(new_versions)
+    # the parts of list values stored as their elements, by key (None: every value whole)
+    parts: dict[bytes, bytes] | None = (
+        {} if elements and not isinstance(serde, KeyringSerializer) else None
+    )
     if 0 < rows <= min(values_max, VALUES_MAX_ROWS):
         for (c, v, t, b), (channel, version) in zip(_BLOB_KEYS, new_versions.items(), strict=False):
             params[c] = _text(channel, "channel name")
             params[v] = version_key(version)
             if channel in values:
-                params[t], params[b] = dump_at(
+                params[t], params[b] = _value(
                     serde,
                     values[channel],
-                    "the value of channel",
                     channel,
                     ("blob", keys.thread_id, keys.checkpoint_ns, channel, params[v]),
                     compress,
+                    parts,
                 )
             else:
                 params[t] = EMPTY
@@ -180,13 +191,13 @@ def put_params(
             channels.append(_text(channel, "channel name"))
             versions.append(version_key(version))
             if channel in values:
-                type_, data = dump_at(
+                type_, data = _value(
                     serde,
                     values[channel],
-                    "the value of channel",
                     channel,
                     ("blob", keys.thread_id, keys.checkpoint_ns, channel, versions[-1]),
                     compress,
+                    parts,
                 )
                 types.append(type_)
                 blobs.append(data)
@@ -244,7 +255,32 @@ def put_params(
         else NULL_BYTEA
     )
     params["status"] = put_status(keys.checkpoint_ns, values)
+    if parts:
+        ordered = sorted(parts)
+        params["part_keys"] = ordered
+        params["part_blobs"] = [parts[k] for k in ordered]
+        return Batch(params, rows, parts=True)
     return Batch(params, rows)
+
+
+def _value(
+    serde: SerializerProtocol,
+    value: Any,
+    channel: str,
+    place: Place,
+    compress: bool,
+    parts: dict[bytes, bytes] | None,
+) -> tuple[str, bytes]:
+    """A channel value's stored (type, bytes): a list as its elements when ``parts`` collects
+    them (and the serde writes it as plain msgpack), anything else as dump_at stores it."""
+    if parts is not None and _elements.storable(value):
+        stored = _elements.split(serde, value, name=channel)
+        if stored is not None:
+            blob, new = stored
+            for part in new:
+                parts[part.key] = part.data
+            return _elements.LIST_TYPE, blob
+    return dump_at(serde, value, "the value of channel", channel, place, compress)
 
 
 #: the channels whose value schedules a node: the input, and a StateGraph's edges to a node

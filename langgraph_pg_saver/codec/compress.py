@@ -36,6 +36,9 @@ SEALED = "+aead"
 #: of the gain (a 2 KB threshold was measured too: docs/performance.md, "Compression")
 MIN_SIZE = 512
 LEVEL = 1
+#: the type of a list value stored as its elements (codec/elements.py), which a read receives
+#: assembled into the serialized list
+LIST_TYPE = "pgsaver.list"
 
 _local = threading.local()  # zstd contexts are reusable but not shareable between threads
 
@@ -77,8 +80,11 @@ def pack(type_: str, data: bytes) -> tuple[str, bytes]:
 
 
 def unpack(type_: str, data: bytes) -> tuple[str, bytes]:
-    """The serializer's (type, bytes) of a stored value: decompressed when its type says so."""
+    """The serializer's (type, bytes) of a stored value: decompressed when its type says so; a
+    list stored as its elements (LIST_TYPE), as the statement assembled it (codec/elements.py)."""
     if not type_.endswith(SUFFIX):
+        if type_ == LIST_TYPE:
+            return "msgpack", assembled(data)
         return type_, data
     try:
         plain = _decompressor().decompress(data)
@@ -94,7 +100,7 @@ def load(loads: Callable[[tuple[str, bytes]], Any], type_: str, data: bytes) -> 
     """``loads`` (a serde's loads_typed) of a stored value, decompressed first when its type says
     so; a value sealed by a KeyringSerializer that ``loads`` cannot open is a DecryptionError."""
     try:
-        if type_.endswith(SUFFIX):
+        if type_.endswith(SUFFIX) or type_ == LIST_TYPE:
             return loads(unpack(type_, data))
         return loads((type_, data))
     except NotImplementedError as exc:  # the serializer's "Unknown serialization type"
@@ -112,3 +118,15 @@ def _unsealable(type_: str, exc: NotImplementedError) -> Exception:
         "serializer cannot open: give the saver serde=KeyringSerializer(...) with the keys it "
         "was written with"
     )
+
+
+def assembled(data: bytes | None) -> bytes:
+    """The serialized list a statement assembled from a list value's elements, or a
+    CorruptValueError when it could not: a part the value names is not stored (NULL, read as
+    empty; a real list's bytes are never empty)."""
+    if not data:
+        raise CorruptValueError(
+            "a list value stored as its elements names parts that are not in pgsaver_elements: "
+            "rows were deleted outside the saver"
+        )
+    return data

@@ -11,7 +11,7 @@ whole, for one schema, with the slots a call would fill::
     python -m langgraph_pg_saver.db.render --migration 6              # a migration's script
 
 Slot values: ``where``/``scan`` a comma-separated list of predicates (empty: none), ``blob_rows``/
-``write_rows`` a count of rows (0: arrays), ``walk`` a number, ``claim`` true or false, ``status`` pending, idle or none, ``vtype``/
+``write_rows`` a count of rows (0: arrays), ``walk`` a number, ``claim``/``parts`` true or false, ``status`` pending, idle or none, ``vtype``/
 ``vop``/``vdist`` a word. Parameters stay as psycopg writes them (``%(name)s``, ``%(name)b``).
 """
 
@@ -39,6 +39,7 @@ _ACCEPTS = {
     "scan": f"predicates among {','.join(WHERE_FRAGMENTS)} (comma-separated, may be empty)",
     "walk": f"one of {', '.join(map(str, WALKS))}",
     "claim": "true or false",
+    "parts": "true or false",
     "status": "pending, idle or none",
     "cap": f"one of {', '.join(map(str, LIST_CAPS))}",
     **{slot: "a count of rows (0: arrays)" for slot in ROW_SLOTS},
@@ -55,9 +56,9 @@ def slot_value(slot: str, text: str) -> Any:
             return int(text)
         except ValueError:
             raise ValueError(f"{slot} takes {_ACCEPTS[slot]}, not {text!r}") from None
-    if slot == "claim":
+    if slot in ("claim", "parts"):
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"claim takes true or false, not {text!r}")
+            raise ValueError(f"{slot} takes true or false, not {text!r}")
         return text.lower() == "true"
     if slot == "status":
         if text.lower() not in ("pending", "idle", "none"):

@@ -115,7 +115,19 @@ ROW_SLOTS = {
 }
 #: every slot a statement may have
 SLOTS = frozenset(
-    {"where", "scan", "walk", "claim", "status", "cap", "vtype", "vop", "vdist", *ROW_SLOTS}
+    {
+        "where",
+        "scan",
+        "walk",
+        "claim",
+        "parts",
+        "status",
+        "cap",
+        "vtype",
+        "vop",
+        "vdist",
+        *ROW_SLOTS,
+    }
 )
 #: put's {status} slot: the status a root checkpoint gives its thread (migration 0014), as a
 #: constant of the statement (Citus could not type it as a parameter of its RETURNING)
@@ -336,6 +348,10 @@ class Queries:
             if not isinstance(value, bool):
                 raise ValueError(f"claim takes a bool, not {value!r}")
             return self._fragments["_claim"] if value else "true"
+        if slot == "parts":
+            if not isinstance(value, bool):
+                raise ValueError(f"parts takes a bool, not {value!r}")
+            return self._fragments["_put_parts"] if value else ""
         if slot == "cap":
             if value not in LIST_CAPS:
                 raise ValueError(f"cap takes one of {LIST_CAPS}, not {value!r}")

@@ -415,15 +415,20 @@ def test_put_tries_plain_inserts_that_differ_from_the_upsert_only_in_on_conflict
     from langgraph_pg_saver.db.sql import queries_for
 
     q = queries_for("public")
-    assert b"ON CONFLICT" not in q.render("put_new", blob_rows=0, claim=False, status=None)
-    assert q.render("put", blob_rows=0, claim=False, status=None).count(b"ON CONFLICT") == 2
-    plain = q.render("put", blob_rows=0, claim=False, status=None).replace(
+    assert b"ON CONFLICT" not in q.render(
+        "put_new", blob_rows=0, claim=False, status=None, parts=False
+    )
+    assert (
+        q.render("put", blob_rows=0, claim=False, status=None, parts=False).count(b"ON CONFLICT")
+        == 2
+    )
+    plain = q.render("put", blob_rows=0, claim=False, status=None, parts=False).replace(
         b"ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING", b""
     )
     returning = plain[plain.index(b"RETURNING") :]
     plain = plain[: plain.index(b"ON CONFLICT")] + returning
     assert b" ".join(plain.split()) == b" ".join(
-        q.render("put_new", blob_rows=0, claim=False, status=None).split()
+        q.render("put_new", blob_rows=0, claim=False, status=None, parts=False).split()
     )
 
 
@@ -473,7 +478,7 @@ def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(n
 
     q = queries_for("public")
     slot = "blob_rows" if name.startswith("put_new") or name == "put" else "write_rows"
-    extra: dict[str, Any] = {"claim": False, "status": None} if slot == "blob_rows" else {}
+    extra: dict[str, Any] = {"claim": False, "status": None, "parts": False} if slot == "blob_rows" else {}
     arrays = q.render(name, **{slot: 0}, **extra)
     two = q.render(name, **{slot: 2}, **extra)
     sources = arrays.count(b"unnest(")
@@ -523,7 +528,7 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
             name,
             **{slot: rows},
             **(
-                {"claim": False, "status": "pending"}
+                {"claim": False, "status": "pending", "parts": parts}
                 if name.startswith("put") and "writes" not in name
                 else {}
             ),
@@ -535,14 +540,19 @@ def test_hot_statements_stay_within_psycopgs_query_cache() -> None:
             ("put_writes_new", "write_rows"),
         )
         for rows in range(n + 1)
+        for parts in (False, True)
     ]
+    # a put with parts sends two arrays more
+    assert len(put) + 2 <= MAX_CACHED_STATEMENT_PARAMS
     statements += [q.get_tuple(("thread", "ns")), q.get_tuple(("thread", "ns", "id"))]
     for preds in (("thread",), ("thread", "ns", "before", "filter"), ("thread", "filter"), ()):
         statements.append(q.read_tuples(preds))
     assert max(len(s) for s in statements) <= MAX_CACHED_STATEMENT_LENGTH
     # put_orphan (a put's second try, only where the parent is not stored) is not on the hot
     # path: it fits for a schema name of usual length
-    orphan = queries_for("public").render("put_orphan", blob_rows=n, claim=True, status="pending")
+    orphan = queries_for("public").render(
+        "put_orphan", blob_rows=n, claim=True, status="pending", parts=False
+    )
     assert len(orphan) <= MAX_CACHED_STATEMENT_LENGTH
 
 

@@ -88,6 +88,9 @@ class FakeDriver:
         #: the threads whose status rows a step set again (refresh_status steps, answered here
         #: and kept out of ``steps``)
         self.refreshed: list[str] = []
+        #: the threads whose unnamed parts a step deleted (gc_elements, alone or before each
+        #: refresh_status; answered here and kept out of ``steps``)
+        self.collected: list[str] = []
         if script is None:
             script = {}
         self._fn: Callable[[Step, str], Rows] | None = None
@@ -110,11 +113,8 @@ class FakeDriver:
         try:
             step = next(steps)
             while True:
-                if step.statements and all(
-                    query_name(s) == "refresh_status" for s in step.statements
-                ):
-                    self.refreshed += [str((s.params or {})["thread_id"]) for s in step.statements]
-                    step = steps.send([("idle",)])
+                if step.statements and self._upkeep(step):
+                    step = steps.send(self._upkeep_rows(step))
                     continue
                 # a copy: a generator that later mutated the params it yielded would show here
                 self.steps.append(copy.deepcopy(step))
@@ -122,18 +122,31 @@ class FakeDriver:
                 # what runs next in the same transaction, as the driver runs it
                 part = step.then(rows) if step.then is not None else None
                 while part is not None:
-                    if all(query_name(s) == "refresh_status" for s in part.statements):
-                        self.refreshed += [
-                            str((s.params or {})["thread_id"]) for s in part.statements
-                        ]
-                        rows, part = [("idle",)], None
-                        break
+                    if self._upkeep(part):
+                        rows = self._upkeep_rows(part)
+                        part = part.then(rows) if part.then is not None else None
+                        continue
                     self.steps.append(copy.deepcopy(part))
                     rows = self._answer(part)
                     part = part.then(rows) if part.then is not None else None
                 step = steps.send(rows)
         except StopIteration as done:
             return done.value
+
+    @staticmethod
+    def _upkeep(step: Step) -> bool:
+        return all(query_name(s) in ("refresh_status", "gc_elements") for s in step.statements)
+
+    def _upkeep_rows(self, step: Step) -> Rows:
+        """Records the threads of an upkeep step (status refreshes, parts collected); its last
+        statement's rows."""
+        for s in step.statements:
+            thread = str((s.params or {})["thread_id"])
+            if query_name(s) == "refresh_status":
+                self.refreshed.append(thread)
+            else:
+                self.collected.append(thread)
+        return [("idle",)] if query_name(step.statements[-1]) == "refresh_status" else [(0,)]
 
     def names(self) -> list[tuple[str, ...]]:
         return [step_names(s) for s in self.steps]
@@ -534,6 +547,7 @@ def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() ->
             "copy_blobs_batch": [[(2, 2, ["", "a", "1"])], [(1, 1, ["", "b", "1"])]],
             "copy_writes_batch": [[(2, 2, ["", "1", "t", "0"])], [(0, 0, None)]],
             "copy_checkpoints_batch": [[(1, 1, ["", "1"])]],
+            "copy_elements_batch": [[(2, 2, ["0a"])], [(0, 0, None)]],
         }
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=False, batch=2))
@@ -545,6 +559,8 @@ def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() ->
         ("copy_writes_batch",),
         ("copy_blobs_batch",),
         ("copy_blobs_batch",),
+        ("copy_elements_batch",),
+        ("copy_elements_batch",),
     ]
     assert driver.steps[2:] == [
         _batch("copy", "checkpoints", None),
@@ -552,7 +568,11 @@ def test_copy_thread_without_overwrite_copies_in_batches_in_one_transaction() ->
         _batch("copy", "writes", ["", "1", "t", "0"]),
         _batch("copy", "blobs", None),
         _batch("copy", "blobs", ["", "a", "1"]),
+        _batch("copy", "elements", None),
+        _batch("copy", "elements", ["0a"]),
     ]
+    # then the target's parts no copied value names, and its status, in the same transaction
+    assert driver.collected == driver.refreshed == ["dst"]
     assert driver.steps[0] == _source_check("src", "dst")
     assert driver.steps[1] == Step(
         (Stmt(Q["copy_target_used"], {"source": "src", "target": "dst"}),)
@@ -574,6 +594,7 @@ def test_copy_thread_with_overwrite_clears_the_target_in_batches_after_the_lock(
             "copy_blobs_batch": [[(2, 2, ["", "a", "1"])], [(0, 0, None)]],
             "copy_writes_batch": [[(0, 0, None)]],
             "copy_checkpoints_batch": [[(1, 1, ["", "1"])]],
+            "copy_elements_batch": [[(0, 0, None)]],
         }
     )
     report = driver.run(_lifecycle.copy_thread(Q, "src", "dst", overwrite=True, batch=2))
@@ -588,6 +609,7 @@ def test_copy_thread_with_overwrite_clears_the_target_in_batches_after_the_lock(
         ("copy_writes_batch",),
         ("copy_blobs_batch",),
         ("copy_blobs_batch",),
+        ("copy_elements_batch",),
     ]
     assert driver.steps[3:5] == [
         _batch("clear", "blobs", None),

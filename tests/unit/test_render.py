@@ -16,6 +16,7 @@ _SAMPLE = {
     "scan": "thread",
     "walk": "200",
     "claim": "true",
+    "parts": "true",
     "status": "pending",
     "cap": "100",
     "blob_rows": "2",

@@ -162,9 +162,9 @@ def test_slots_must_be_given_exactly() -> None:
     with pytest.raises(KeyError, match="slots"):
         q["put"]
     with pytest.raises(ValueError, match="count of rows"):
-        q.render("put", blob_rows=-1, claim=False, status=None)
+        q.render("put", blob_rows=-1, claim=False, status=None, parts=False)
     with pytest.raises(ValueError, match="claim takes a bool"):
-        q.render("put", blob_rows=1, claim=1, status=None)
+        q.render("put", blob_rows=1, claim=1, status=None, parts=False)
 
 
 def test_the_server_side_functions_mirror_the_statements() -> None:
