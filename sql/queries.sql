@@ -436,21 +436,14 @@ SELECT CASE WHEN count(e.blob) = count(*) THEN
 FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
- WHERE e.thread_id = {_list_thread} AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
+ WHERE e.thread_id = bl.thread_id AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
 WHERE r.i >= 0 AND r.i < 2147483647) END
 
--- name: _list_thread
--- _list_value's thread: bl's, in a statement across threads.
-bl.thread_id
-
 -- name: _list_value_thread
--- _list_value in a statement that reads the one thread %(thread_id)s.
-{_list_value}
-
--- name: _list_value_thread__citus
--- On Citus: _list_value with the parts' thread compared with the thread parameter, so that Citus
--- sees every table reference read one thread.
+-- _list_value in a statement that reads the one thread %(thread_id)s: the parts' thread compared
+-- with the parameter (so that Citus sees every table reference read one thread; the functions of
+-- migration 0015 hold this form).
 CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
  substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '' ORDER BY r.i) END

@@ -72,9 +72,7 @@ async def runner(request: pytest.FixtureRequest, db_dsn: str) -> AsyncIterator[R
     serde = KeyringSerializer({"k1": b"k" * 32}) if request.param.endswith("-sealed") else None
     lists: Any = "elements" if request.param.endswith("-elements") else "whole"
     if request.param.startswith("sync"):
-        with PostgresSaver.from_conn_string(
-            dsn, max_size=4, serde=serde, list_storage=lists
-        ) as s:
+        with PostgresSaver.from_conn_string(dsn, max_size=4, serde=serde, list_storage=lists) as s:
             yield Runner(s, False)
     else:
         async with AsyncPostgresSaver.from_conn_string(

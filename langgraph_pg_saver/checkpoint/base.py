@@ -111,7 +111,7 @@ class SaverBase(BaseCheckpointSaver[str]):
         if self._claims(metadata):
             put = put._replace(claim=True)
         insert, upsert = self._put_sql(put)
-        call = self._q["put_call_parts" if put.parts else "put_call"]
+        call = self._q["put_call_parts"] if put.parts else self._q["put_call"]
         unprepared = None if put.claim else (call, _writing.blob_arrays)
         q, rows, claim, parts = self._q, put.rows, put.claim, put.parts
         plain = (
@@ -125,9 +125,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         checkpoint if its state is whole without any ancestor; no row when it is not."""
         claim = self._claims(metadata)
         status = put.params.get("status")
-        query = self._q.render(
-            "put_orphan", blob_rows=put.rows, claim=claim, status=status, parts=put.parts
-        )
+        q, rows, parts = self._q, put.rows, put.parts
+        query = q.render("put_orphan", blob_rows=rows, claim=claim, status=status, parts=parts)
         return Call(query, put.params, ONE)
 
     def _put_writes_call(self, writes: _writing.Batch) -> Call:

@@ -478,7 +478,9 @@ def test_rows_variants_differ_from_the_array_form_only_in_where_rows_come_from(n
 
     q = queries_for("public")
     slot = "blob_rows" if name.startswith("put_new") or name == "put" else "write_rows"
-    extra: dict[str, Any] = {"claim": False, "status": None, "parts": False} if slot == "blob_rows" else {}
+    extra: dict[str, Any] = (
+        {"claim": False, "status": None, "parts": False} if slot == "blob_rows" else {}
+    )
     arrays = q.render(name, **{slot: 0}, **extra)
     two = q.render(name, **{slot: 2}, **extra)
     sources = arrays.count(b"unnest(")

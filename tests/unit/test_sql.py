@@ -168,9 +168,9 @@ def test_slots_must_be_given_exactly() -> None:
 
 
 def test_the_server_side_functions_mirror_the_statements() -> None:
-    """Migrations 0006 and 0012 (which replaced 0007's function) hold copies of put's lock and of
-    get_tuple's queries: a change to those in queries.sql needs a migration replacing the
-    functions, which this test asks for."""
+    """Migrations 0006 and 0015 (which replaced 0012's, which replaced 0007's function) hold
+    copies of put's lock and of get_tuple's queries: a change to those in queries.sql needs a
+    migration replacing the functions, which this test asks for."""
     import re
     from pathlib import Path
 
@@ -185,7 +185,7 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
     def squash(text: str) -> str:
         return re.sub(r"\s+", " ", text).strip()
 
-    get_fn = squash((migrations / "0012_thread_filters.sql").read_text())
+    get_fn = squash((migrations / "0015_list_elements.sql").read_text())
     for name in ("get_tuple", "get_tuple_id"):
         body = q[name].decode().replace('"public".', "{schema}.")
         for param, arg in (
@@ -194,4 +194,4 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
             ("checkpoint_id", "p_id"),
         ):
             body = body.replace(f"%({param})s", arg)
-        assert squash(body) in get_fn, f"{name} changed: 0012's copy of it needs a new migration"
+        assert squash(body) in get_fn, f"{name} changed: 0015's copy of it needs a new migration"
