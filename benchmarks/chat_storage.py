@@ -38,12 +38,19 @@ from typing_extensions import TypedDict
 from benchmarks.payloads import _id, ai_message, text
 from benchmarks.server import bench_database
 
-IMPLS = ("ours", "official")
+#: ours as installed (lists stored whole), ours with list_storage="elements", the official saver
+IMPLS = ("ours", "elements", "official")
+_OURS = (
+    "tablename LIKE 'pgsaver\\_%%' AND tablename NOT LIKE '%%migrations' "
+    "AND tablename NOT LIKE 'pgsaver\\_store%%'"
+)
 TABLES = {
-    "ours": "tablename LIKE 'pgsaver\\_%%' AND tablename NOT LIKE '%%migrations' "
-    "AND tablename NOT LIKE 'pgsaver\\_store%%'",
+    "ours": _OURS,
+    "elements": _OURS,
     "official": "tablename IN ('checkpoints', 'checkpoint_blobs', 'checkpoint_writes')",
 }
+#: each party's schema (ours twice, in two schemas)
+SCHEMAS = {"ours": "public", "elements": "lists", "official": "public"}
 
 
 class Chat(TypedDict):
@@ -89,10 +96,11 @@ GRAPHS: dict[str, Callable[[], StateGraph[Any]]] = {"chat": chat_graph, "tools":
 def _saver(impl: str, dsn: str) -> Iterator[Any]:
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     with ConnectionPool(dsn, max_size=20, kwargs=kwargs, open=True) as pool:
-        if impl == "ours":
+        if impl in ("ours", "elements"):
             from langgraph_pg_saver import PostgresSaver
 
-            saver: Any = PostgresSaver(pool)
+            lists = "elements" if impl == "elements" else "whole"
+            saver: Any = PostgresSaver(pool, schema=SCHEMAS[impl], list_storage=lists)
         else:
             from langgraph.checkpoint.postgres import PostgresSaver as Official
 
@@ -111,8 +119,9 @@ def _table_bytes(dsn: str, impl: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM")
         row = conn.execute(
-            "SELECT coalesce(sum(pg_total_relation_size(quote_ident(tablename))), 0) "
-            f"FROM pg_tables WHERE schemaname = 'public' AND {TABLES[impl]}"
+            "SELECT coalesce(sum(pg_total_relation_size("
+            "quote_ident(schemaname) || '.' || quote_ident(tablename))), 0) "
+            f"FROM pg_tables WHERE schemaname = '{SCHEMAS[impl]}' AND {TABLES[impl]}"
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -122,11 +131,12 @@ def _clear(dsn: str, impl: str) -> None:
         names = [
             r[0]
             for r in conn.execute(
-                f"SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND {TABLES[impl]}"
+                f"SELECT tablename FROM pg_tables WHERE schemaname = '{SCHEMAS[impl]}'"
+                f" AND {TABLES[impl]}"
             ).fetchall()
         ]
         for name in names:
-            conn.execute(f'TRUNCATE "{name}"')
+            conn.execute(f'TRUNCATE "{SCHEMAS[impl]}"."{name}"')
         conn.execute("VACUUM FULL")
 
 
@@ -181,8 +191,12 @@ def read_both(dsn: str, graph: str, reads: int) -> dict[str, dict[str, float]]:
         impl: {"get_tuple_ms": [], "get_state_ms": []} for impl in IMPLS
     }
     cfg = {"configurable": {"thread_id": f"{graph}-0"}}
-    with _saver("ours", dsn) as ours, _saver("official", dsn) as official:
-        parties = {"ours": ours, "official": official}
+    with (
+        _saver("ours", dsn) as ours,
+        _saver("elements", dsn) as elements,
+        _saver("official", dsn) as official,
+    ):
+        parties = {"ours": ours, "elements": elements, "official": official}
         apps = {k: GRAPHS[graph]().compile(checkpointer=v) for k, v in parties.items()}
         for i in range(reads + 5):  # the first five warm each pool and its statements
             for impl, saver in parties.items():
@@ -227,14 +241,14 @@ def main() -> None:
 
 
 def _print(row: dict[str, Any]) -> None:
-    ours, off = row["ours"], row["official"]
+    ours, lists, off = row["ours"], row["elements"], row["official"]
     print(
         f"\n{row['graph']}, {row['turns']} turns x {row['threads']} threads "
         f"({ours['messages']} messages; {ours['content_bytes_per_turn'] / 1024:.1f} kB of "
         "serialized messages a turn)"
     )
-    print("| | ours | official | ours / official |")
-    print("|---|---|---|---|")
+    print("| | ours | ours, elements | official | ours / official | elements / official |")
+    print("|---|---|---|---|---|---|")
     for key, label, scale, unit in (
         ("table_bytes_per_turn", "table bytes per turn", 1024, "kB"),
         ("wal_bytes_per_turn", "WAL bytes per turn", 1024, "kB"),
@@ -242,8 +256,11 @@ def _print(row: dict[str, Any]) -> None:
         ("get_tuple_ms", "get_tuple at the end", 1, "ms"),
         ("get_state_ms", "get_state at the end", 1, "ms"),
     ):
-        a, b = ours[key] / scale, off[key] / scale
-        print(f"| {label} | {a:.2f} {unit} | {b:.2f} {unit} | {a / b:.2f}x |")
+        a, e, b = ours[key] / scale, lists[key] / scale, off[key] / scale
+        print(
+            f"| {label} | {a:.2f} {unit} | {e:.2f} {unit} | {b:.2f} {unit} "
+            f"| {a / b:.2f}x | {e / b:.2f}x |"
+        )
 
 
 if __name__ == "__main__":
