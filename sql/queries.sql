@@ -457,6 +457,15 @@ LEFT JOIN LATERAL (
 ) AS e ON true
 WHERE r.i >= 0 AND r.i < 2147483647) END
 
+-- name: _list_value__nolists
+-- A schema without migration 0015 (this release's code before its setup()): no parts to read,
+-- and none stored (the savers then store lists whole). A list value another process stored as
+-- its elements reads as NULL, which the read refuses (CorruptValueError) rather than misread.
+CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob END
+
+-- name: _list_value_thread__nolists
+CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob END
+
 -- name: _tuple_columns
 -- Expects c (a pgsaver_checkpoints row).
 c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint,
@@ -930,6 +939,15 @@ WITH deleted_blobs AS (
 )
 DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
 
+-- name: delete_thread__nolists
+-- delete_thread without migration 0015's table.
+WITH deleted_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = %(thread_id)s
+), deleted_writes AS (
+    DELETE FROM {schema}.pgsaver_writes WHERE thread_id = %(thread_id)s
+)
+DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
+
 -- name: refresh_status
 -- A thread's status row set again from what is stored (migration 0014), after a job changed its
 -- checkpoints: a delete, copy_thread's target, delete_for_runs, an import. A bare call: Citus runs
@@ -942,6 +960,10 @@ SELECT {schema}.pgsaver_refresh_status(%(thread_id)s::text)
 -- worker). Each lifecycle job runs it, in its own transaction, for the threads whose values it
 -- deleted or copied.
 SELECT {schema}.pgsaver_gc_elements(%(thread_id)s::text)
+
+-- name: gc_elements__nolists
+-- Without migration 0015: no parts to collect.
+SELECT %(thread_id)s::text IS NULL
 
 -- name: put_status_mark
 -- After put_writes of a task's write to __interrupt__ or __error__ at a root checkpoint: the
@@ -1234,8 +1256,10 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- name: citus_installed
 -- Whether this database has the citus extension: setup() then distributes the schema
 -- (citus_distribute), and the driver sends the forms of our statements that Citus routes to the
--- thread's worker (docs/scaling.md).
-SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
+-- thread's worker (docs/scaling.md); and whether migration 0015's table is there (first_check
+-- says why).
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'),
+       to_regclass('{schema}.pgsaver_elements') IS NOT NULL
 
 -- name: _citus_tables
 -- Our tables that Citus distributes by thread_id, co-located with the checkpoints (the first),
@@ -2187,6 +2211,11 @@ WITH picked AS MATERIALIZED (
 SELECT (SELECT count(*) FROM copied), (SELECT count(*) FROM picked),
        (SELECT ARRAY[encode(p.key, 'hex')] FROM picked AS p ORDER BY p.key DESC LIMIT 1)
 
+-- name: copy_elements_batch__nolists
+-- Without migration 0015: no parts to copy (nothing changed, nothing read).
+SELECT 0, 0, NULL::text[]
+FROM (SELECT %(source)s::text, %(target)s::text, %(after)s::text[], %(batch)s::integer) AS p
+
 -- name: copy_writes_batch
 WITH picked AS MATERIALIZED (
     SELECT w.*
@@ -2678,7 +2707,8 @@ SELECT pg_backend_pid()
 -- plan, made on smaller tables after statistics of empty ones, would keep a sequential scan
 -- (db/sql.PLANNED_BY_STATS); a table not there counts as small. Last, whether the database has
 -- the citus extension: such a connection prepares nothing either, and sends the calls of our
--- functions, which Citus runs on the thread's worker (docs/scaling.md).
+-- functions, which Citus runs on the thread's worker (docs/scaling.md); and whether migration
+-- 0015's table is there (without it, the statements that read no parts: the __nolists forms).
 SELECT pg_backend_pid(),
        (SELECT count(*) = 3 FROM unnest(ARRAY[
             to_regclass('{schema}.pgsaver_checkpoints'), to_regclass('{schema}.pgsaver_blobs'),
@@ -2686,7 +2716,8 @@ SELECT pg_backend_pid(),
         WHERE pg_relation_size(t.rel) >= %(pages)s::bigint * current_setting('block_size')::bigint),
        coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_store'))
                 >= %(store_pages)s::bigint * current_setting('block_size')::bigint, false),
-       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')
+       EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'),
+       to_regclass('{schema}.pgsaver_elements') IS NOT NULL
 
 -- name: in_recovery
 -- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in
@@ -2697,7 +2728,8 @@ SELECT pg_is_in_recovery()
 -- After a permission error: which of the privileges the runtime role needs it lacks, per table and
 -- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
-FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store']) AS t(name)
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_elements', 'pgsaver_writes',
+                  'pgsaver_store']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
 WHERE to_regclass(quote_ident(%(schema)s) || '.' || t.name) IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.' || t.name), p.privilege)
@@ -2917,8 +2949,8 @@ SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FR
 -- Our tables: estimated rows, total and heap bytes, live and dead tuples, last (auto)vacuum.
 SELECT t.name, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), greatest(s.last_vacuum, s.last_autovacuum)
-FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store',
-                  'pgsaver_migrations'])
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
+                  'pgsaver_store', 'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
@@ -3000,8 +3032,8 @@ SELECT t.name,
        coalesce(sh.live, s.n_live_tup, 0), coalesce(sh.dead, s.n_dead_tup, 0),
        CASE WHEN d.partmethod IS NULL THEN greatest(s.last_vacuum, s.last_autovacuum)
             ELSE sh.vacuumed END
-FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_store',
-                  'pgsaver_migrations'])
+FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
+                  'pgsaver_store', 'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid

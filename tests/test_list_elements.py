@@ -29,7 +29,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Overwrite
 
 from langgraph_pg_saver import CorruptValueError, PostgresSaver
-
+from langgraph_pg_saver.db import migrate
 
 #: words of a made-up language: text that compresses about as prose does (not a repeated phrase,
 #: which compresses a hundredfold and hides what a format stores)
@@ -294,9 +294,7 @@ def read(saver: PostgresSaver, thread: str, cid: str) -> Any:
 
 @pytest.fixture
 def elements_saver(db_dsn: str) -> Iterator[PostgresSaver]:
-    with PostgresSaver.from_conn_string(
-        db_dsn, max_size=6, list_storage="elements"
-    ) as saver:
+    with PostgresSaver.from_conn_string(db_dsn, max_size=6, list_storage="elements") as saver:
         yield saver
 
 
@@ -400,3 +398,40 @@ def test_concurrent_forks_sharing_parts(elements_saver: PostgresSaver) -> None:
         assert got is not None
         messages = got.checkpoint["channel_values"]["messages"]
         assert [m.id for m in messages] == [m.id for m in base[n:] + base[:n]] + [f"o{n}-{round_}"]
+
+
+def test_a_schema_before_migration_0015_reads_and_stores_lists_whole(db_dsn: str) -> None:
+    """This release on a schema its setup() has not migrated yet (at 0014): every call works,
+    lists are stored whole (there is no table for their parts); after setup(), as elements, and
+    both read back."""
+    schema = "before15"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        script = migrate.script(schema, distribute=False)
+        head = script.index("\n-- 0015_")
+        conn.execute((script[:head] + "\nCOMMIT;\n").encode())
+    with PostgresSaver.from_conn_string(db_dsn, schema=schema, list_storage="elements") as saver:
+        graph = chat_graph().compile(checkpointer=saver)
+        say(graph, "t", 4)
+        saver.copy_thread("t", "t2")
+        saver.retention(keep_last=2, thread_ids=["t2"])
+        saver.delete_thread("t2")
+        before = [shape(t) for t in saver.list(cfg("t"))]
+        assert saver._driver.state.lists is False
+        saver.setup()
+        assert saver._driver.state.lists is True
+        say(graph, "t", 2, 4)
+        after = [shape(t) for t in saver.list(cfg("t"))]
+        assert after[len(after) - len(before) :] == before
+    with psycopg.connect(db_dsn) as conn:
+        types = dict(
+            conn.execute(
+                f'SELECT type, count(*) FROM "{schema}".pgsaver_blobs WHERE channel = %s'
+                " GROUP BY 1",
+                ("messages",),
+            ).fetchall()
+        )
+    # the two turns after setup() stored their versions of the list as elements (two a turn: the
+    # input's and the node's), the four before it whole
+    assert types.get("pgsaver.list") == 4
+    assert sum(types.values()) - 4 >= 8

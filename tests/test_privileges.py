@@ -15,14 +15,15 @@ from langgraph.types import Command
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver, PrivilegeError
+from langgraph_pg_saver.db.sql import migrations, queries_for
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
 
 #: the user guide's GRANTs for the runtime role, for schema public
 RUNTIME_GRANTS = (
     "GRANT USAGE ON SCHEMA public TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes"
-    " TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes,"
+    " pgsaver_elements TO {role}",
     "GRANT SELECT ON pgsaver_migrations TO {role}",
 )
 
@@ -106,6 +107,8 @@ async def test_async_graphs_run_under_the_runtime_role(runtime: tuple[str, str])
         ("pgsaver_checkpoints", "DELETE", lambda s, st, cp: s.delete_thread("p")),
         ("pgsaver_writes", "INSERT", lambda s, st, cp: s.put_writes(st, [("a", 2)], "task")),
         ("pgsaver_blobs", "SELECT", lambda s, st, cp: s.get_tuple(st)),
+        # every read of values names the parts' table (list_storage="elements" or not)
+        ("pgsaver_elements", "SELECT", lambda s, st, cp: s.get_tuple(st)),
         # a put stored again (a retry) takes the new row: an upsert, which needs UPDATE
         ("pgsaver_checkpoints", "UPDATE", lambda s, st, cp: s.put(config("p"), cp, {}, {"a": 1})),
     ],
@@ -125,6 +128,57 @@ def test_a_missing_privilege_is_named(
         assert (table, privilege) in info.value.missing, info.value.missing
         assert f"{privilege} on {table}" in str(info.value)
         assert isinstance(info.value.__cause__, psycopg.errors.InsufficientPrivilege)
+
+
+def test_migration_0015_gives_the_parts_to_whoever_has_the_values(db_dsn: str) -> None:
+    """A runtime role granted the tables by name before migration 0015 (as the user guide said
+    then) keeps working after it: the migration grants pgsaver_elements to every role that has
+    pgsaver_blobs, and lists stored as their elements then work under that role, lifecycle
+    included."""
+    role = f"lgps_old_{uuid.uuid4().hex[:10]}"
+    q = queries_for("public")
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        admin.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs,"
+            f" pgsaver_writes TO {role}"
+        )
+        admin.execute(f"GRANT SELECT ON pgsaver_migrations TO {role}")
+        admin.execute(f"REVOKE ALL ON pgsaver_elements FROM {role}")
+        assert admin.execute(
+            "SELECT has_table_privilege(%s, 'pgsaver_elements', 'SELECT')", (role,)
+        ).fetchone() == (False,)
+        # migration 0015 again, as setup() runs it on a schema at 0014
+        admin.execute(q.migration(next(m for m in migrations() if m.version == 15)))
+        granted = admin.execute(
+            "SELECT array_agg(p ORDER BY p) FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE',"
+            " 'DELETE']) AS p WHERE has_table_privilege(%s, 'pgsaver_elements', p)",
+            (role,),
+        ).fetchone()
+        assert granted == (["DELETE", "INSERT", "SELECT", "UPDATE"],)
+    params = conninfo_to_dict(db_dsn)
+    params["user"] = role
+    try:
+        dsn = make_conninfo(**params)  # type: ignore[arg-type]
+        with PostgresSaver.from_conn_string(dsn, list_storage="elements") as saver:
+            chat = delta_chat().compile(checkpointer=saver)
+            graph = two_nodes().compile(checkpointer=saver)
+            for i in range(3):
+                graph.invoke({"foo": "", "bar": [f"x{i}"]}, _cfg("e"))
+                chat.invoke({"messages": ["hi"]}, _cfg("c"))
+            want = graph.get_state(_cfg("e")).values
+            saver.copy_thread("e", "e2")
+            saver.retention(thread_ids=["e", "e2"], keep_last=1)
+            assert graph.get_state(_cfg("e2")).values == want
+            saver.delete_thread("e")
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+            )
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
 
 
 def test_the_readme_roles_migrate_then_run(empty_db_dsn: str) -> None:

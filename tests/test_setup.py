@@ -31,6 +31,7 @@ TABLES = {
     "pgsaver_store",
     "pgsaver_imports",
     "pgsaver_thread_status",
+    "pgsaver_elements",
 }
 
 
@@ -236,10 +237,11 @@ def test_values_stay_in_the_row_and_use_lz4_where_available(empty_db_dsn: str) -
         assert [(r[0], r[1], r[2]) for r in rows] == [
             ("pgsaver_blobs", "blob", "m"),
             ("pgsaver_checkpoints", "checkpoint", "m"),
+            ("pgsaver_elements", "blob", "m"),
             ("pgsaver_writes", "blob", "m"),
         ]
         expected = "l" if _lz4_available(conn) else ""
-        assert [r[3] for r in rows] == [expected] * 3
+        assert [r[3] for r in rows] == [expected] * 4
         toasted = conn.execute(
             """
             SELECT array_agg(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

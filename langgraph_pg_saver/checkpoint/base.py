@@ -43,16 +43,35 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._compression = _compress.check(compression)
         self._list_storage = _elements.check_storage(list_storage)
         # the statements for one server, and for a database with citus (chosen by the driver's
-        # state: shared by the clones LangGraph makes, found once per saver)
+        # state: shared by the clones LangGraph makes, found once per saver); those for a schema
+        # without migration 0015 made when first needed
         self._queries = (queries_for(schema), queries_for(schema, citus=True))
+        self._queries_nolists: dict[bool, Queries] = {}
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
 
     @property
     def _q(self) -> Queries:
-        """The statements for this database: Citus's forms once the driver found citus there."""
-        return self._queries[self._driver.state.citus is True]
+        """The statements for this database: Citus's forms once the driver found citus there;
+        those that read no parts on a schema without migration 0015 (before this release's
+        setup())."""
+        state = self._driver.state
+        citus = state.citus is True
+        if state.lists is not False:
+            return self._queries[citus]
+        found = self._queries_nolists.get(citus)
+        if found is None:
+            found = self._queries_nolists[citus] = queries_for(
+                self._queries[0].schema, citus=citus, lists=False
+            )
+        return found
+
+    @property
+    def _stores_elements(self) -> bool:
+        """Whether a put stores list values as their elements: the option, on a schema that has
+        migration 0015's table."""
+        return self._list_storage == "elements" and self._driver.state.lists is not False
 
     @property
     def _visible_metadata(self) -> frozenset[str] | None:

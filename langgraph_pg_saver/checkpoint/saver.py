@@ -426,7 +426,7 @@ class PostgresSaver(PoolOwner, SaverBase):
             metadata,
             new_versions,
             compress=self._compression is not None,
-            elements=self._list_storage == "elements",
+            elements=self._stores_elements,
         )
         stored = self._driver.run(self._put_call(put, metadata))
         if stored is None or stored[0] is False:

@@ -367,6 +367,7 @@ class Driver:
         mark_pooler_checked(conn)
         if row is not None:
             self.state.citus = bool(row[3])
+            self.state.lists = bool(row[4])
         if self.state.citus:
             # Citus: the calls of our functions, which it delegates to the thread's worker, and
             # nothing prepared (docs/scaling.md)
@@ -386,6 +387,7 @@ class Driver:
             cur.execute(self.q["citus_installed"], prepare=False)
             row = cur.fetchone()
         self.state.citus = bool(row and row[0])
+        self.state.lists = bool(row and row[1])
 
     def find_citus(self) -> bool:
         """``State.citus``, asked of the server if not known yet (a statement rendered before

@@ -215,6 +215,7 @@ class State:
         "closed",
         "functions",
         "inflight",
+        "lists",
         "opened_once",
         "read_only_seen",
         "retries",
@@ -232,6 +233,9 @@ class State:
         #: whether the database has the citus extension (None: not known yet): found by the
         #: first statement of the driver's first connection, setup()'s, or the first check
         self.citus: bool | None = None
+        #: whether the schema has migration 0015's pgsaver_elements (None: not known yet; found
+        #: with citus): without it, the statements that read no parts, and lists stored whole
+        self.lists: bool | None = None
         #: whether to call the server-side functions of migrations 0006 and 0007 where nothing is
         #: prepared; False once a call found one missing or not executable (the statements then)
         self.functions = True

@@ -132,6 +132,7 @@ async def _migrate_once(driver: AsyncDriver, *, check: bool) -> bool | None:
         if not _migrate.pending(q.schema, applied):
             if rows:
                 driver.state.citus = bool(rows[0][2])
+                driver.state.lists = True  # migration 0015 is applied
             return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)
@@ -168,6 +169,7 @@ async def _migrate_once(driver: AsyncDriver, *, check: bool) -> bool | None:
                     {"version": mig.version, "name": mig.name, "additive": mig.additive},
                     prepare=False,
                 )
+    driver.state.lists = True  # migration 0015 is applied (committed)
     return None
 
 
@@ -188,6 +190,7 @@ async def _distribute(driver: AsyncDriver, *, check: bool, required: bool) -> No
         await cur.execute(q["citus_installed"], prepare=False)
         row = await cur.fetchone()
         driver.state.citus = bool(row and row[0])
+        driver.state.lists = bool(row and row[1])
         if not (row and row[0]):
             if required:
                 raise _no_citus(driver)

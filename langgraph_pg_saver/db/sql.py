@@ -106,6 +106,8 @@ def _kind(name: str, text: bytes, schema: str) -> bytes:
 #: the named fragments a {where} slot is made of: _w_<name>
 #: the suffix of a query or fragment that replaces its namesake on Citus (Queries(citus=True))
 CITUS_SUFFIX = "__citus"
+#: ... and on a schema without migration 0015's table (Queries(lists=False))
+NOLISTS_SUFFIX = "__nolists"
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter", "after")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
 #: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
@@ -242,18 +244,22 @@ class Queries:
       ``{write_rows}`` with the rows as arrays or as a VALUES list of a given length.
     """
 
-    def __init__(self, schema: str, *, citus: bool = False) -> None:
+    def __init__(self, schema: str, *, citus: bool = False, lists: bool = True) -> None:
         self.schema = validate_schema(schema)
         #: the statements for a database with the citus extension: each query or fragment
         #: ``x__citus`` of queries.sql stands in for ``x`` (what Citus routes by thread)
         self.citus = citus
+        #: False: the statements for a schema without migration 0015's pgsaver_elements (this
+        #: release before its setup()): each ``x__nolists`` stands in for ``x``
+        self.lists = lists
         # the identifier is validated above; Identifier adds the quoting
         self.schema_sql = sql.Identifier(self.schema).as_string()
         raw = dict(raw_queries())
-        for name in [n for n in raw if n.endswith(CITUS_SUFFIX)]:
-            text = raw.pop(name)
-            if citus:
-                raw[name.removesuffix(CITUS_SUFFIX)] = text
+        for suffix, used in ((CITUS_SUFFIX, citus), (NOLISTS_SUFFIX, not lists)):
+            for name in [n for n in raw if n.endswith(suffix)]:
+                text = raw.pop(name)
+                if used:
+                    raw[name.removesuffix(suffix)] = text
         self._fragments: dict[str, str] = {}
         for name in raw:
             if name.startswith("_"):
@@ -437,5 +443,5 @@ class Queries:
 
 
 @functools.cache
-def queries_for(schema: str, *, citus: bool = False) -> Queries:
-    return Queries(schema, citus=citus)
+def queries_for(schema: str, *, citus: bool = False, lists: bool = True) -> Queries:
+    return Queries(schema, citus=citus, lists=lists)

@@ -9,25 +9,59 @@
 -- values name. A list value's blob is b'L', the length h of its msgpack array header, the header,
 -- then 16-byte keys (from byte 3 + h, counted from 1); a read assembles the serialized list as the header followed by the parts'
 -- bytes in key order (NULL when a part is missing), each part looked up by its primary key.
--- toast_tuple_target: a part of more than 256 bytes is compressed by the server (pglz or the
--- server's default_toast_compression) when that pays: the client does not compress parts, so
--- that the server can assemble them.
+-- The client does not compress parts (the server assembles them): the server does, as it does the
+-- values (0002: MAIN storage, compressed in the row and out of line only when the row does not fit
+-- a page; lz4 where the server has it, which decompresses several times faster than pglz: every
+-- read that assembles a list decompresses its parts). Skipped on a table Citus has distributed
+-- already (this script run again), which refuses these settings.
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_elements (
     thread_id text COLLATE "C" NOT NULL,
     key       bytea NOT NULL,
     blob      bytea NOT NULL,
     PRIMARY KEY (thread_id, key)
-) WITH (toast_tuple_target = 256);
--- Parts are compressed by the server, and decompressed by every read that assembles a list: lz4
--- where the server has it (decompressing several times faster than pglz: a read of a 200-message
--- chat spent most of its time in pglz), else the server's default.
-DO $lz4$
+);
+
+DO $$
+DECLARE
+    distributed boolean := false;
+    r record;
 BEGIN
-    ALTER TABLE {schema}.pgsaver_elements ALTER COLUMN blob SET COMPRESSION lz4;
-EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
-    NULL;  -- a server built without lz4
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+            INTO distributed USING '{schema}.pgsaver_elements'::regclass;
+    END IF;
+    IF NOT distributed THEN
+        ALTER TABLE {schema}.pgsaver_elements
+            ALTER COLUMN thread_id SET STORAGE MAIN,
+            ALTER COLUMN key SET STORAGE MAIN,
+            ALTER COLUMN blob SET STORAGE MAIN;
+        IF current_setting('server_version_num')::int >= 140000 THEN
+            BEGIN
+                EXECUTE 'ALTER TABLE {schema}.pgsaver_elements ALTER COLUMN blob SET COMPRESSION lz4';
+            EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
+                RAISE NOTICE 'lz4 is not available on this server: keeping the default compression';
+            END;
+        END IF;
+    END IF;
+    -- Whoever may read and write the values may read and write their parts: every statement that
+    -- reads values names this table (a role granted pgsaver_blobs by name, before this migration,
+    -- would otherwise fail every get_tuple after it; default privileges cover it already).
+    FOR r IN
+        SELECT a.grantee, a.privilege_type
+        FROM pg_catalog.pg_class AS c
+        CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) AS a
+        WHERE c.oid = '{schema}.pgsaver_blobs'::regclass AND a.grantee <> c.relowner
+          AND a.privilege_type IN ('SELECT', 'INSERT', 'UPDATE', 'DELETE')
+    LOOP
+        IF r.grantee = 0 THEN
+            EXECUTE format('GRANT %s ON {schema}.pgsaver_elements TO PUBLIC', r.privilege_type);
+        ELSE
+            EXECUTE format('GRANT %s ON {schema}.pgsaver_elements TO %I', r.privilege_type,
+                           r.grantee::regrole::text);
+        END IF;
+    END LOOP;
 END
-$lz4$;
+$$;
 
 -- put (as 0014's pgsaver_put) with the parts of its list values, sorted by key (two puts that
 -- share parts insert them in one order, so neither waits for the other in a cycle); a part
