@@ -435,13 +435,13 @@ SELECT * FROM {schema}.pgsaver_get_tuple(
 -- short: list() stays within psycopg's query cache (4 KB).
 CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+ substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = bl.thread_id AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
-WHERE r.i >= 0 AND r.i < 2147483647) END
+WHERE r.i BETWEEN 0 AND 2147483647) END
 
 -- name: _list_value_thread
 -- _list_value in a statement that reads the one thread %(thread_id)s: the parts' thread compared
@@ -449,13 +449,13 @@ WHERE r.i >= 0 AND r.i < 2147483647) END
 -- migration 0015 hold this form).
 CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+ substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = %(thread_id)s AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
-WHERE r.i >= 0 AND r.i < 2147483647) END
+WHERE r.i BETWEEN 0 AND 2147483647) END
 
 -- name: _list_value__nolists
 -- A schema without migration 0015 (this release's code before its setup()): no parts to read,

@@ -274,7 +274,7 @@ def _value(
     """A channel value's stored (type, bytes): a list as its elements when ``parts`` collects
     them (and the serde writes it as plain msgpack), anything else as dump_at stores it."""
     if parts is not None and _elements.storable(value):
-        stored = _elements.split(serde, value, name=channel)
+        stored = _elements.split(serde, value, name=channel, compress=compress)
         if stored is not None:
             blob, new = stored
             for part in new:

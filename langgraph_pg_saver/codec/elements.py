@@ -10,21 +10,22 @@ is stored as:
   its **key**, a 16-byte BLAKE2b digest of those bytes. A thread stores a part once
   (``pgsaver_elements``, keyed by thread and key), whichever versions and checkpoints hold it;
 - **frames**: runs of consecutive elements stored as one part (their bytes concatenated: one row
-  to read instead of one per element, compressed together by the server). A frame ends after an
-  element whose key's last byte is a multiple of :data:`FRAME_SPLIT` (or at :data:`FRAME_MAX`
-  elements), so its bounds depend on its elements, not on their positions: a list that grows at its
-  end, or loses elements at its start, keeps its earlier frames. A frame's key is the digest of
-  its elements' keys;
+  to read instead of one per element, compressed together). A frame ends after an element whose
+  key's last byte is a multiple of :data:`FRAME_SPLIT` (or at :data:`FRAME_MAX` elements), so its
+  bounds depend on its elements, not on their positions: a list that grows at its end, or loses
+  elements at its start, keeps its earlier frames. A frame's key is the digest of its elements'
+  keys;
 - the **version's value** (type :data:`LIST_TYPE`, :func:`split`'s ``blob``): ``b"L"``, the length
   of the msgpack array header, the header, then the keys of its parts in order (its frames, then
   the elements after the last frame, the *tail*).
 
-Reading needs no work here: every statement that reads values rebuilds the serialized list in SQL
-(queries.sql, ``_list_value``): the header followed by the parts' bytes in key order, which are the
-bytes the plain encoding would have stored; a part that is not there makes the value NULL, which
-the read turns into a CorruptValueError (``compress.assembled``). So a list comes back exactly as the plain
-encoding returns it (``test_elements``: the assembled bytes equal the serde's own), decoded by the
-serde in one call.
+Each part is stored as a byte saying how, then its bytes: a zstd frame where compression is on and
+pays (``compress.pack_part``). Every statement that reads values returns, for such a value, the
+header and each part it names after the part's length, found by primary key (queries.sql,
+``_list_value``), or NULL when a part is not there; ``compress.assembled`` decompresses the parts
+and joins them after the header: the very bytes the serde stores for the whole list
+(``tests/unit/test_elements.py``), which it then decodes in one call. A NULL is a
+CorruptValueError, never a shorter list.
 
 Only lists that the serde writes as plain msgpack are stored so (LangGraph's default
 JsonPlusSerializer): any element that it would serialize otherwise (pickle, an encrypting serde)
@@ -34,13 +35,14 @@ keeps the whole value in the plain encoding, as does every value under a Keyring
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_pg_saver.codec.compress import LIST_TYPE
+from langgraph_pg_saver.codec.compress import LIST_TYPE, pack_part
 from langgraph_pg_saver.codec.values import dump
 from langgraph_pg_saver.errors import CorruptValueError
 
@@ -115,17 +117,36 @@ def array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
+#: parts already packed (compressed), by key and compression: a part's key names its bytes, so
+#: a thread's next put finds its frames here instead of compressing them again (a bounded cache,
+#: emptied when full)
+_PACKED: dict[tuple[bytes, bool], bytes] = {}
+_PACKED_MAX = 4096
+
+
+def _packed(key: bytes, compress: bool, data: Callable[[], bytes]) -> bytes:
+    found = _PACKED.get((key, compress))
+    if found is None:
+        found = pack_part(data(), compress)
+        if len(_PACKED) >= _PACKED_MAX:
+            _PACKED.clear()
+        _PACKED[(key, compress)] = found
+    return found
+
+
 def split(
     serde: SerializerProtocol,
     value: Sequence[Any],
     *,
     what: str = "the value of channel",
     name: object = None,
+    compress: bool = True,
 ) -> tuple[bytes, list[Part]] | None:
-    """A list value as the version's ``blob`` and the parts it names (each once), or None when
-    the serde does not write every element as plain msgpack (the value is then stored whole).
-    Raises InvalidInputError naming ``what`` / ``name`` and the element's index if an element
-    cannot be serialized."""
+    """A list value as the version's ``blob`` and the parts it names (each once, as stored:
+    :func:`compress.pack_part`, zstd where ``compress`` and it pays), or None when the serde does
+    not write every element as plain msgpack (the value is then stored whole). Raises
+    InvalidInputError naming ``what`` / ``name`` and the element's index if an element cannot be
+    serialized."""
     keys: list[bytes] = []
     datas: list[bytes] = []
     label = f"{what} {name!r}, element" if name is not None else what
@@ -144,13 +165,15 @@ def split(
         if key[-1] % FRAME_SPLIT == 0 or i + 1 - start == FRAME_MAX:
             fkey = frame_key(keys[start : i + 1])
             if fkey not in parts:
-                parts[fkey] = Part(fkey, b"".join(datas[start : i + 1]), True)
+                members = datas[start : i + 1]
+                packed = _packed(fkey, compress, partial(b"".join, members))
+                parts[fkey] = Part(fkey, packed, True)
             refs.append(fkey)
             start = i + 1
     for i in range(start, len(keys)):
         refs.append(keys[i])
         if keys[i] not in parts:
-            parts[keys[i]] = Part(keys[i], datas[i])
+            parts[keys[i]] = Part(keys[i], _packed(keys[i], compress, partial(bytes, datas[i])))
     header = array_header(len(keys))
     blob = _MAGIC + bytes((len(header),)) + header + b"".join(refs)
     return blob, list(parts.values())
@@ -168,12 +191,13 @@ def refs(blob: bytes) -> list[bytes]:
 
 
 def assemble(blob: bytes, parts: Mapping[bytes, bytes]) -> bytes | None:
-    """What the statements' ``_list_value`` builds, in Python (tests, tools): the serialized list,
-    or None when a part is missing."""
-    out = [bytes(blob[2 : 2 + blob[1]])]
+    """What the statements' ``_list_value`` returns, built in Python (tests, tools): the header's
+    length and the header, then each part as stored, after its 4-byte length (what
+    :func:`compress.assembled` turns into the serialized list); None when a part is missing."""
+    out = [bytes(blob[1 : 2 + blob[1]])]
     for key in refs(blob):
         data = parts.get(key)
         if data is None:
             return None
-        out.append(data)
+        out.append(len(data).to_bytes(4, "big") + data)
     return b"".join(out)

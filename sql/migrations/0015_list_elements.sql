@@ -170,13 +170,13 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT bl.type, CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+ substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = p_thread AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
-WHERE r.i >= 0 AND r.i < 2147483647) END AS blob
+WHERE r.i BETWEEN 0 AND 2147483647) END AS blob
             FROM {schema}.pgsaver_blobs AS bl
             WHERE bl.thread_id = p_thread AND bl.checkpoint_ns = c.checkpoint_ns
               AND bl.channel = e.key AND bl.version = e.value AND bl.type <> 'empty'
@@ -213,13 +213,13 @@ WHERE r.i >= 0 AND r.i < 2147483647) END AS blob
         CROSS JOIN LATERAL (
             SELECT bl.type, CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+ substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = p_thread AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
-WHERE r.i >= 0 AND r.i < 2147483647) END AS blob
+WHERE r.i BETWEEN 0 AND 2147483647) END AS blob
             FROM {schema}.pgsaver_blobs AS bl
             WHERE bl.thread_id = p_thread AND bl.checkpoint_ns = c.checkpoint_ns
               AND bl.channel = e.key AND bl.version = e.value AND bl.type <> 'empty'
@@ -313,13 +313,13 @@ BEGIN
     CROSS JOIN LATERAL (
         SELECT bl.type, CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 3, get_byte(bl.blob, 1)) || string_agg(e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), octet_length(bl.blob) - 15, 16) AS r (i)
+ substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = p_thread AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
 ) AS e ON true
-WHERE r.i >= 0 AND r.i < 2147483647) END AS blob
+WHERE r.i BETWEEN 0 AND 2147483647) END AS blob
         FROM {schema}.pgsaver_blobs AS bl
         WHERE bl.thread_id = p_thread AND bl.checkpoint_ns = w.checkpoint_ns
           AND bl.channel = ch.name AND bl.version = w.channel_versions ->> ch.name AND bl.type <> 'empty'

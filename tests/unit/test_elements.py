@@ -101,9 +101,10 @@ def test_parts_assemble_into_the_plain_bytes(value: list[Any]) -> None:
     order, duplicates, nested values)."""
     assert el.storable(value)
     blob, parts = store(value)
-    assembled = el.assemble(blob, parts)
-    assert assembled == SERDE.dumps_typed(value)[1]
-    got = compress.load(SERDE.loads_typed, el.LIST_TYPE, assembled)
+    returned = el.assemble(blob, parts)  # what the statement returns
+    assert returned is not None
+    assert compress.assembled(returned) == SERDE.dumps_typed(value)[1]
+    got = compress.load(SERDE.loads_typed, el.LIST_TYPE, returned)
     assert same(got, plain_round_trip(value))
 
 
@@ -112,7 +113,7 @@ def test_every_array_header(n: int) -> None:
     """Lists of every msgpack array header size (fixarray, array 16, array 32)."""
     value = [i % 7 for i in range(n)]
     blob, parts = store(value)
-    assert el.assemble(blob, parts) == SERDE.dumps_typed(value)[1]
+    assert compress.assembled(el.assemble(blob, parts)) == SERDE.dumps_typed(value)[1]
 
 
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
@@ -125,7 +126,7 @@ def test_duplicates_are_stored_once(value: list[Any], copies: int) -> None:
     assert len({p.key for p in parts}) == len(parts)
     assert len([p for p in parts if not p.is_frame]) <= len(doubled)
     blob, by_key = store(doubled)
-    assert el.assemble(blob, by_key) == SERDE.dumps_typed(doubled)[1]
+    assert compress.assembled(el.assemble(blob, by_key)) == SERDE.dumps_typed(doubled)[1]
 
 
 def chat(n: int) -> list[Any]:
@@ -181,6 +182,28 @@ def test_a_missing_part_is_refused() -> None:
         compress.load(SERDE.loads_typed, el.LIST_TYPE, b"")
     with pytest.raises(CorruptValueError, match="element encoding"):
         el.refs(blob[:-3])
+    # a part changed outside the saver: cut short, or marked with no known form
+    key, data = next((k, v) for k, v in parts.items() if v[0] == compress.PART_ZSTD)
+    for changed in (data[:-5], b"\x07" + data[1:]):
+        with pytest.raises(CorruptValueError, match="could not be assembled"):
+            compress.assembled(el.assemble(blob, {**parts, key: changed}))
+
+
+def test_parts_are_compressed_where_it_pays() -> None:
+    """With compression on, a frame of chat messages is stored as a zstd frame (a part of a few
+    bytes, or one that does not shrink, as it is); off, every part as it is; either way the
+    assembled list is the serde's bytes."""
+    value = chat(60)
+    on = el.split(SERDE, value)
+    off = el.split(SERDE, value, compress=False)
+    assert on is not None
+    assert off is not None
+    assert {p.data[0] for p in off[1]} == {compress.PART_PLAIN}
+    assert compress.PART_ZSTD in {p.data[0] for p in on[1] if p.is_frame}
+    assert sum(len(p.data) for p in on[1]) < 0.7 * sum(len(p.data) for p in off[1])
+    for blob, parts in (on, off):
+        stored = {p.key: p.data for p in parts}
+        assert compress.assembled(el.assemble(blob, stored)) == SERDE.dumps_typed(value)[1]
 
 
 def test_what_is_stored_as_elements() -> None:
