@@ -422,9 +422,10 @@ SELECT * FROM {schema}.pgsaver_get_tuple(
 
 -- name: _list_value
 -- Expects bl (a pgsaver_blobs row). Its value as a read returns it: the blob, or for a list stored
--- as its elements (type 'pgsaver.list', codec/elements.py) the serialized list assembled here: the
--- msgpack array header the blob holds (h bytes from its third, h its second), then the bytes of
--- each part its 16-byte keys name (r.i: where each key starts), in order, each looked up by the
+-- as its elements (type 'pgsaver.list', codec/elements.py) what the client assembles the list
+-- from (compress.assembled): h, then the msgpack array header the blob holds (h bytes from its
+-- third), then each part its 16-byte keys name (r.i: where each key starts) as stored, after its
+-- 4-byte length, in order, each looked up by the
 -- primary key (LATERAL ... OFFSET 0: never a hash of the thread's parts); NULL when a part is
 -- missing, which the read refuses (CorruptValueError). The same expression is in migration 0015's
 -- functions. The planner takes generate_series for 1,000 rows, and the statement's cost above
@@ -2824,9 +2825,11 @@ WHERE c.thread_id = %(target)s
 
 -- name: _reencrypt_blob_due
 -- Expects b (a pgsaver_blobs row): of %(thread_id)s (NULL: any thread), a value not sealed with
--- the current key (%(header)b starts each of its ciphertexts), or any value with %(full)s.
+-- the current key (%(header)b starts each of its ciphertexts), or any value with %(full)s. Not a
+-- list stored as its elements ('pgsaver.list'): its blob is the keys of its parts, which a read
+-- assembles only for that type (it stays as stored; a KeyringSerializer reads it unless strict).
 (%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
-AND b.type <> 'empty'
+AND b.type <> 'empty' AND b.type <> 'pgsaver.list'
 AND (%(full)s OR b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
 
 -- name: _reencrypt_write_due

@@ -28,7 +28,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Overwrite
 
-from langgraph_pg_saver import CorruptValueError, PostgresSaver
+from langgraph_pg_saver import CorruptValueError, KeyringSerializer, PostgresSaver
+from langgraph_pg_saver.codec import compress as _compress
 from langgraph_pg_saver.db import migrate
 
 #: words of a made-up language: text that compresses about as prose does (not a repeated phrase,
@@ -435,3 +436,28 @@ def test_a_schema_before_migration_0015_reads_and_stores_lists_whole(db_dsn: str
     # input's and the node's), the four before it whole
     assert types.get("pgsaver.list") == 4
     assert sum(types.values()) - 4 >= 8
+
+
+def test_reencrypt_leaves_lists_stored_as_elements_readable(db_dsn: str) -> None:
+    """Encrypting an existing database (a KeyringSerializer that is not strict, then
+    reencrypt()): values stored whole are sealed; lists stored as their elements stay as stored
+    (their blob is the keys of their parts), read back the same, and keep their parts through
+    the lifecycle that follows."""
+    with PostgresSaver.from_conn_string(db_dsn, list_storage="elements") as plain:
+        graph = chat_graph().compile(checkpointer=plain)
+        say(graph, "t", 6)
+        want = [shape(t) for t in plain.list(cfg("t"))]
+    keys = KeyringSerializer({"k1": b"k" * 32}, strict=False)
+    with PostgresSaver.from_conn_string(db_dsn, serde=keys, list_storage="elements") as sealed:
+        report = sealed.reencrypt()
+        assert report.blobs > 0
+        sealed.retention(keep_last=3, thread_ids=["t"])
+        assert [shape(t) for t in sealed.list(cfg("t"))] == want[:3]
+    assert assert_parts_whole(db_dsn, "t") > 0
+    with psycopg.connect(db_dsn) as conn:
+        types = {t for (t,) in conn.execute("SELECT DISTINCT type FROM pgsaver_blobs")}
+    assert "pgsaver.list" in types
+    assert any(t.endswith("+aead") for t in types)
+    # a list's blob read as if it were assembled (a row changed outside the saver) is refused
+    with pytest.raises(CorruptValueError, match="header and its parts"):
+        _compress.assembled(b"L\x01\x92" + bytes(32))

@@ -147,6 +147,20 @@ def assembled(data: bytes | None) -> bytes:
         )
     view = memoryview(data)
     head = view[0] + 1
+    # the header of a msgpack array: fixarray (1 byte), array 16 (3), array 32 (5)
+    first = view[1] if len(view) > 1 else -1
+    if (
+        not (
+            (head == 2 and 0x90 <= first <= 0x9F)
+            or (head == 4 and first == 0xDC)
+            or (head == 6 and first == 0xDD)
+        )
+        or len(view) <= head
+    ):
+        raise CorruptValueError(
+            "a list value stored as its elements did not come back as a header and its parts: "
+            "its row was changed outside the saver"
+        )
     out: list[bytes | memoryview] = [view[1:head]]
     i, end = head, len(view)
     decompress = _decompressor().decompress

@@ -7,13 +7,14 @@
 -- pgsaver_elements holds a thread's parts (an element's msgpack bytes, or a frame's: several
 -- elements' bytes one after the other), each once, keyed by the thread and the digest the list
 -- values name. A list value's blob is b'L', the length h of its msgpack array header, the header,
--- then 16-byte keys (from byte 3 + h, counted from 1); a read assembles the serialized list as the header followed by the parts'
--- bytes in key order (NULL when a part is missing), each part looked up by its primary key.
--- The client does not compress parts (the server assembles them): the server does, as it does the
--- values (0002: MAIN storage, compressed in the row and out of line only when the row does not fit
--- a page; lz4 where the server has it, which decompresses several times faster than pglz: every
--- read that assembles a list decompresses its parts). Skipped on a table Citus has distributed
--- already (this script run again), which refuses these settings.
+-- then 16-byte keys (from byte 3 + h, counted from 1); a read returns h, the header, then each
+-- part as stored after its 4-byte length, in key order, each part looked up by its primary key
+-- (NULL when a part is missing), and the client decompresses the parts and joins them.
+-- The client stores each part as a byte saying how, then its bytes (a zstd frame where that pays);
+-- the server stores them as the values (0002: MAIN storage, in the row and out of line only when
+-- the row does not fit a page; lz4 where the server has it, for the parts stored as they are).
+-- Skipped on a table Citus has distributed already (this script run again), which refuses these
+-- settings.
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_elements (
     thread_id text COLLATE "C" NOT NULL,
     key       bytea NOT NULL,
