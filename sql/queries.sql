@@ -2768,6 +2768,49 @@ ORDER BY 1, 2
 NULL::integer AS idx, b.type, b.blob, NULL::text AS task_path, NULL::text AS parent,
 NULL::jsonb AS channel_versions, NULL::jsonb AS metadata, NULL::bytea AS metadata_exact
 
+-- name: _reencrypt_blob_columns
+-- _reseal_blob_columns for reencrypt: a list stored as its elements unsealed (its header where a
+-- sealed one has its seal, codec/elements.py) comes assembled, as a read returns it
+-- (_list_value), and is sealed whole; a sealed one comes as stored (its seal made again).
+0 AS kind, b.thread_id, b.checkpoint_ns, b.channel AS a, b.version AS b, NULL::text AS channel,
+NULL::integer AS idx, b.type, {_reseal_blob_value} AS blob, NULL::text AS task_path,
+NULL::text AS parent, NULL::jsonb AS channel_versions, NULL::jsonb AS metadata,
+NULL::bytea AS metadata_exact
+
+-- name: _reseal_blob_value
+-- Expects b. _reencrypt_blob_columns's value.
+CASE WHEN b.type <> 'pgsaver.list' OR {_sealed_list} THEN b.blob ELSE (
+SELECT CASE WHEN count(e.blob) = count(*) THEN
+ substr(b.blob, 2, 1 + get_byte(b.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) AS r (i)
+LEFT JOIN LATERAL (
+ SELECT e.blob FROM {schema}.pgsaver_elements AS e
+ WHERE e.thread_id = b.thread_id AND e.key = substr(b.blob, r.i, 16) OFFSET 0
+) AS e ON true
+WHERE r.i BETWEEN 0 AND 2147483647) END
+
+-- name: _reseal_blob_value__citus
+-- On Citus the parts' thread is also the parameter's (%(thread_ids)s, the one thread of the batch):
+-- every table reference then names it, and Citus runs the statement on the thread's worker.
+CASE WHEN b.type <> 'pgsaver.list' OR {_sealed_list} THEN b.blob ELSE (
+SELECT CASE WHEN count(e.blob) = count(*) THEN
+ substr(b.blob, 2, 1 + get_byte(b.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) AS r (i)
+LEFT JOIN LATERAL (
+ SELECT e.blob FROM {schema}.pgsaver_elements AS e
+ WHERE e.thread_id = b.thread_id AND e.thread_id = ANY (%(thread_ids)b::text[])
+   AND e.key = substr(b.blob, r.i, 16) OFFSET 0
+) AS e ON true
+WHERE r.i BETWEEN 0 AND 2147483647) END
+
+-- name: _reseal_blob_value__nolists
+b.blob
+
+-- name: _sealed_list
+-- Expects b (a pgsaver_blobs row of type 'pgsaver.list'): true if a KeyringSerializer sealed it
+-- (its seal, a ciphertext starting 'LGE1', before its header).
+substring(b.blob FROM 3 FOR 4) = '\x4c474531'::bytea
+
 -- name: _reseal_write_columns
 -- Expects w (a pgsaver_writes row).
 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.idx, w.type, w.blob,
@@ -2787,7 +2830,7 @@ FROM {schema}.pgsaver_blobs AS b
 JOIN {schema}.pgsaver_blobs AS s
   ON s.thread_id = %(source)s AND s.checkpoint_ns = b.checkpoint_ns AND s.channel = b.channel
  AND s.version = b.version AND s.blob = b.blob
-WHERE b.thread_id = %(target)s AND b.type LIKE '%%+aead'
+WHERE b.thread_id = %(target)s AND (b.type LIKE '%%+aead' OR (b.type = 'pgsaver.list' AND {_sealed_list}))
 UNION ALL
 SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
@@ -2806,10 +2849,10 @@ WHERE c.thread_id = %(target)s
 -- on the source's worker first.
 SELECT {_reseal_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
-WHERE b.thread_id = %(target)s AND b.type LIKE '%%+aead'
+WHERE b.thread_id = %(target)s AND (b.type LIKE '%%+aead' OR (b.type = 'pgsaver.list' AND {_sealed_list}))
   AND (b.checkpoint_ns, b.channel, b.version, md5(b.blob)) IN (
       SELECT s.checkpoint_ns, s.channel, s.version, md5(s.blob) FROM {schema}.pgsaver_blobs AS s
-      WHERE s.thread_id = %(source)s AND s.type LIKE '%%+aead')
+      WHERE s.thread_id = %(source)s AND (s.type LIKE '%%+aead' OR s.type = 'pgsaver.list'))
 UNION ALL
 SELECT {_reseal_write_columns}
 FROM {schema}.pgsaver_writes AS w
@@ -2825,12 +2868,15 @@ WHERE c.thread_id = %(target)s
 
 -- name: _reencrypt_blob_due
 -- Expects b (a pgsaver_blobs row): of %(thread_id)s (NULL: any thread), a value not sealed with
--- the current key (%(header)b starts each of its ciphertexts), or any value with %(full)s. Not a
--- list stored as its elements ('pgsaver.list'): its blob is the keys of its parts, which a read
--- assembles only for that type (it stays as stored; a KeyringSerializer reads it unless strict).
+-- the current key (%(header)b starts each of its ciphertexts), or any value with %(full)s. A list
+-- stored as its elements ('pgsaver.list') has its seal after its first two bytes, and the
+-- header of its msgpack array there when it is not sealed (then always due: sealed whole).
 (%(thread_id)s::text IS NULL OR b.thread_id = %(thread_id)s)
-AND b.type <> 'empty' AND b.type <> 'pgsaver.list'
-AND (%(full)s OR b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b)
+AND b.type <> 'empty'
+AND (%(full)s
+     OR CASE WHEN b.type = 'pgsaver.list'
+             THEN substring(b.blob FROM 3 FOR octet_length(%(header)b)) <> %(header)b
+             ELSE b.type NOT LIKE '%%+aead' OR substring(b.blob FOR octet_length(%(header)b)) <> %(header)b END)
 
 -- name: _reencrypt_write_due
 -- Expects w (a pgsaver_writes row): _reencrypt_blob_due for a pending write.
@@ -2866,7 +2912,7 @@ SELECT (SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS 
 -- until the batch commits (NO KEY UPDATE: a put's parent check still goes through). On Citus a
 -- thread at a time (%(thread_ids)s, one thread): Citus locks rows only in a statement it runs on
 -- one worker.
-SELECT {_reseal_blob_columns}
+SELECT {_reencrypt_blob_columns}
 FROM {schema}.pgsaver_blobs AS b
 WHERE {_reencrypt_blob_due} {_on_threads_b}
   AND (%(first)s OR (b.thread_id, b.checkpoint_ns, b.channel, b.version) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s))
@@ -2895,6 +2941,44 @@ WHERE {_reencrypt_checkpoint_due} {_on_threads_c}
 ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id
 LIMIT %(limit)s
 FOR NO KEY UPDATE
+
+-- name: reencrypt_elements
+-- reencrypt_blobs for the parts of lists sealed as their elements (marker 2, codec/compress.py,
+-- then a ciphertext that %(header)b starts when sealed with the current key), by thread and key.
+SELECT e.thread_id, e.key, e.blob
+FROM {schema}.pgsaver_elements AS e
+WHERE (%(thread_id)s::text IS NULL OR e.thread_id = %(thread_id)s) {_on_threads_e}
+  AND get_byte(e.blob, 0) = 2
+  AND (%(full)s OR substring(e.blob FROM 2 FOR octet_length(%(header)b)) <> %(header)b)
+  AND (%(first)s OR (e.thread_id, e.key) > (%(k1)s, %(k2)s::bytea))
+ORDER BY e.thread_id, e.key
+LIMIT %(limit)s
+FOR NO KEY UPDATE
+
+-- name: reencrypt_elements_plan
+-- reencrypt's dry run for the parts (reencrypt_elements): how many would be sealed again.
+SELECT count(*) FROM {schema}.pgsaver_elements AS e
+WHERE (%(thread_id)s::text IS NULL OR e.thread_id = %(thread_id)s)
+  AND get_byte(e.blob, 0) = 2
+  AND (%(full)s OR substring(e.blob FROM 2 FOR octet_length(%(header)b)) <> %(header)b)
+
+-- name: reseal_elements
+-- The parts sealed again (reencrypt_elements), by primary key: how many changed.
+WITH ue AS (
+    UPDATE {schema}.pgsaver_elements AS e SET blob = u.blob
+    FROM unnest(%(e_threads)b::text[], %(e_keys)b::bytea[], %(e_blobs)b::bytea[])
+        AS u(thread_id, key, blob)
+    WHERE e.thread_id = u.thread_id AND e.key = u.key {_on_threads_e}
+    RETURNING 1
+)
+SELECT count(*) FROM ue
+
+-- name: _on_threads_e
+-- _on_threads_b for e (a pgsaver_elements row).
+/* one server: the join on thread_id says it */
+
+-- name: _on_threads_e__citus
+AND e.thread_id = ANY (%(thread_ids)b::text[])
 
 -- name: reencrypt_threads
 -- reencrypt's walk on Citus, where it seals a thread at a time: the next %(limit)s threads after

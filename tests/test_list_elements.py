@@ -28,8 +28,15 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Overwrite
 
-from langgraph_pg_saver import CorruptValueError, KeyringSerializer, PostgresSaver
+from langgraph_pg_saver import (
+    CorruptValueError,
+    DecryptionError,
+    EncryptionKeyError,
+    KeyringSerializer,
+    PostgresSaver,
+)
 from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec import elements as _elements
 from langgraph_pg_saver.db import migrate
 
 #: words of a made-up language: text that compresses about as prose does (not a repeated phrase,
@@ -438,26 +445,150 @@ def test_a_schema_before_migration_0015_reads_and_stores_lists_whole(db_dsn: str
     assert sum(types.values()) - 4 >= 8
 
 
-def test_reencrypt_leaves_lists_stored_as_elements_readable(db_dsn: str) -> None:
+def test_reencrypt_seals_lists_stored_as_elements_before_the_serializer(db_dsn: str) -> None:
     """Encrypting an existing database (a KeyringSerializer that is not strict, then
-    reencrypt()): values stored whole are sealed; lists stored as their elements stay as stored
-    (their blob is the keys of their parts), read back the same, and keep their parts through
-    the lifecycle that follows."""
+    reencrypt()): lists stored as their elements unsealed are sealed whole (as a read assembles
+    them), so a strict serializer then reads every checkpoint as it was; the lifecycle that
+    follows collects their parts."""
     with PostgresSaver.from_conn_string(db_dsn, list_storage="elements") as plain:
         graph = chat_graph().compile(checkpointer=plain)
         say(graph, "t", 6)
         want = [shape(t) for t in plain.list(cfg("t"))]
-    keys = KeyringSerializer({"k1": b"k" * 32}, strict=False)
-    with PostgresSaver.from_conn_string(db_dsn, serde=keys, list_storage="elements") as sealed:
+    keys = {"k1": b"k" * 32}
+    loose = KeyringSerializer(keys, strict=False)
+    with PostgresSaver.from_conn_string(db_dsn, serde=loose, list_storage="elements") as sealed:
+        assert sealed.reencrypt(dry_run=True).blobs > 0
         report = sealed.reencrypt()
         assert report.blobs > 0
-        sealed.retention(keep_last=3, thread_ids=["t"])
-        assert [shape(t) for t in sealed.list(cfg("t"))] == want[:3]
-    assert assert_parts_whole(db_dsn, "t") > 0
+        assert sealed.reencrypt(dry_run=True).blobs == 0
     with psycopg.connect(db_dsn) as conn:
         types = {t for (t,) in conn.execute("SELECT DISTINCT type FROM pgsaver_blobs")}
-    assert "pgsaver.list" in types
-    assert any(t.endswith("+aead") for t in types)
+    assert "pgsaver.list" not in types
+    strict = KeyringSerializer(keys)
+    with PostgresSaver.from_conn_string(db_dsn, serde=strict, list_storage="elements") as sealed:
+        assert [shape(t) for t in sealed.list(cfg("t"))] == want
+        sealed.retention(keep_last=3, thread_ids=["t"])
+        assert [shape(t) for t in sealed.list(cfg("t"))] == want[:3]
+    assert parts_of(db_dsn, "t") == (0, 0, 0)
     # a list's blob read as if it were assembled (a row changed outside the saver) is refused
     with pytest.raises(CorruptValueError, match="header and its parts"):
         _compress.assembled(b"L\x01\x92" + bytes(32))
+
+
+def _sealed(db_dsn: str, keys: dict[str, bytes], **kw: Any) -> Any:
+    return PostgresSaver.from_conn_string(
+        db_dsn, serde=KeyringSerializer(keys, **kw), list_storage="elements"
+    )
+
+
+def test_lists_sealed_as_their_elements(db_dsn: str) -> None:
+    """Under a KeyringSerializer lists are stored as their elements too: every part sealed, keys
+    that are not the plain digests of the elements (which would let anyone confirm a guessed
+    message), read back as a whole saver reads them; a saver without the keys is refused."""
+    keys = {"k1": b"a" * 32}
+    with PostgresSaver.from_conn_string(db_dsn) as whole, _sealed(db_dsn, keys) as sealed:
+        for saver, thread in ((whole, "w"), (sealed, "e")):
+            say(chat_graph().compile(checkpointer=saver), thread, 8)
+        want = [shape(t) for t in whole.list(cfg("w"))]
+        got = [shape(t) for t in sealed.list(cfg("e"))]
+        assert got == want
+        assert [shape(sealed.get_tuple(t.config)) for t in sealed.list(cfg("e"))] == want
+    named = assert_parts_whole(db_dsn, "e")
+    assert named > 0
+    with psycopg.connect(db_dsn) as conn:
+        markers = {m for (m,) in conn.execute("SELECT get_byte(blob, 0) FROM pgsaver_elements")}
+        sealed_lists = conn.execute(
+            "SELECT count(*) FROM pgsaver_blobs WHERE type = 'pgsaver.list'"
+            " AND substring(blob FROM 3 FOR 4) = 'LGE1'::bytea"
+        ).fetchone()
+        stored = [bytes(b) for (b,) in conn.execute("SELECT blob FROM pgsaver_elements")]
+        keys_stored = {bytes(k) for (k,) in conn.execute("SELECT key FROM pgsaver_elements")}
+    assert markers == {_compress.PART_SEALED}
+    assert sealed_lists is not None
+    assert sealed_lists[0] > 0
+    # no stored part holds a message in clear, and no key is the plain digest of an element
+    assert not any(b"question" in b or b"answer" in b for b in stored)
+    with PostgresSaver.from_conn_string(db_dsn, list_storage="elements") as bare:
+        tup = bare.get_tuple(cfg("w"))
+        assert tup is not None
+        msgs = tup.checkpoint["channel_values"]["messages"]
+        stored_plain = _elements.split(bare.serde, msgs)
+        assert stored_plain is not None
+        assert not keys_stored & {p.key for p in stored_plain[1]}
+        with pytest.raises(DecryptionError):
+            bare.get_tuple(cfg("e"))
+    with _sealed(db_dsn, {"other": b"o" * 32}) as wrong, pytest.raises(EncryptionKeyError):
+        wrong.get_tuple(cfg("e"))
+
+
+def test_a_sealed_list_with_parts_swapped_or_moved_is_refused(db_dsn: str) -> None:
+    """A sealed list binds its parts to its place and order: two parts' rows swapped, or a
+    list's row moved onto another version, fails authentication, never a list read in another
+    order or another place's."""
+    keys = {"k1": b"b" * 32}
+    with _sealed(db_dsn, keys) as sealed:
+        say(chat_graph().compile(checkpointer=sealed), "s", 40)
+        listed = list(sealed.list(cfg("s")))
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            two = conn.execute(
+                "SELECT key, blob FROM pgsaver_elements WHERE thread_id = 's' ORDER BY key LIMIT 2"
+            ).fetchall()
+            assert len(two) == 2
+
+            def swap(pairs: list[tuple[Any, Any]]) -> None:
+                with conn.transaction():
+                    for key, blob in pairs:
+                        conn.execute(
+                            "UPDATE pgsaver_elements SET blob = %s"
+                            " WHERE thread_id = 's' AND key = %s",
+                            (blob, key),
+                        )
+
+            swap([(two[0][0], two[1][1]), (two[1][0], two[0][1])])
+            bad = 0
+            for tup in listed:
+                try:
+                    sealed.get_tuple(tup.config)
+                except DecryptionError:
+                    bad += 1
+            assert bad > 0
+            swap(two)
+            assert all(sealed.get_tuple(t.config) for t in listed)
+            rows = conn.execute(
+                "SELECT version, blob FROM pgsaver_blobs WHERE thread_id = 's'"
+                " AND channel = 'messages' AND type = 'pgsaver.list' ORDER BY version"
+            ).fetchall()
+            conn.execute(
+                "UPDATE pgsaver_blobs SET blob = %s WHERE thread_id = 's' AND channel = 'messages'"
+                " AND version = %s",
+                (rows[-1][1], rows[0][0]),
+            )
+            moved = []
+            for tup in listed:
+                try:
+                    sealed.get_tuple(tup.config)
+                except DecryptionError as exc:
+                    moved.append(str(exc))
+            assert moved
+            assert all("another place" in m for m in moved)
+
+
+def test_rotation_and_copy_of_lists_sealed_as_their_elements(db_dsn: str) -> None:
+    """A key rotation: reencrypt() seals every part and every list's seal with the new key, so a
+    serializer holding only the new key reads the thread; copy_thread seals the copy's lists for
+    the target, whose parts are copied as they are, and the copy outlives its source."""
+    with _sealed(db_dsn, {"k1": b"c" * 32}) as sealed:
+        say(chat_graph().compile(checkpointer=sealed), "r", 20)
+        want = [shape(t) for t in sealed.list(cfg("r"))]
+    with _sealed(db_dsn, {"k2": b"d" * 32, "k1": b"c" * 32}) as rotating:
+        plan = rotating.reencrypt(dry_run=True)
+        report = rotating.reencrypt(batch=7)
+        assert report.blobs == plan.blobs > 0
+        assert rotating.reencrypt(dry_run=True).blobs == 0
+    with _sealed(db_dsn, {"k2": b"d" * 32}) as new:
+        assert [shape(t) for t in new.list(cfg("r"))] == want
+        new.copy_thread("r", "copy")
+        new.delete_thread("r")
+        assert [shape(t) for t in new.list(cfg("copy"))] == want
+    assert assert_parts_whole(db_dsn, "copy") > 0
+    assert parts_of(db_dsn, "r") == (0, 0, 0)

@@ -17,6 +17,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_pg_saver.checkpoint import keys as _keys
 from langgraph_pg_saver.checkpoint import writing as _writing
 from langgraph_pg_saver.checkpoint.rows import ResealRow, RunsRow
+from langgraph_pg_saver.codec import compress as _compress
+from langgraph_pg_saver.codec import crypto as _crypto
 from langgraph_pg_saver.codec import values as _values
 from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
 from langgraph_pg_saver.db.sql import Queries
@@ -29,6 +31,7 @@ from langgraph_pg_saver.db.steps import (
     batch_size,
 )
 from langgraph_pg_saver.errors import (
+    DecryptionError,
     DeltaDependencyError,
     EntangledRunError,
     InvalidInputError,
@@ -588,6 +591,12 @@ def _reseal_one(
 ) -> tuple[str, bytes]:
     """A stored value sealed for ``new`` with the current key: opened at ``old`` (checked, as a
     read is), never deserialized unless another serializer (the fallback) wrote it."""
+    if type_ == _compress.LIST_TYPE:
+        if data[2:6] == _crypto.MAGIC:  # sealed: its seal made again, its parts as they are
+            return type_, crypt.reseal_list(data, old, new)
+        # unsealed (came assembled, _reseal_blob_value): sealed whole; its parts, named by no
+        # value any more, go at the thread's next prune or refresh
+        return crypt.seal(*_compress.pack("msgpack", crypt.open_list(data, old)), new)
     inner = crypt.unseal(type_, data, old)
     if inner is None:
         if crypt.fallback is None and "+" not in type_:
@@ -700,6 +709,9 @@ def reencrypt(
         threads, checkpoints, writes, blobs = rows[0]
         total.threads, total.checkpoints = int(threads), int(checkpoints)
         total.writes, total.blobs = int(writes), int(blobs)
+        if q.lists:
+            parts = yield Step((Stmt(q["reencrypt_elements_plan"], due),))
+            total.blobs += int(parts[0][0])
         return total
     base = {**due, "limit": batch}
     counted: list[str | None] = [None]  # the thread last counted in total.threads
@@ -787,6 +799,59 @@ def _reseal_batches(
                 progress(dataclasses.replace(total))
             if len(found) < batch:
                 break
+    if q.lists:
+        yield from _reseal_parts(q, crypt, base, batch, total, progress)
+
+
+def _reseal_parts(
+    q: Queries,
+    crypt: KeyringSerializer,
+    base: dict[str, Any],
+    batch: int,
+    total: Report,
+    progress: Callable[[Report], None] | None,
+) -> Steps:
+    """reencrypt's batches over the parts of lists sealed as their elements: each opened and
+    sealed again with the current key (bound to its key as before); counted in ``blobs``."""
+    after: tuple[Any, ...] | None = None
+    while True:
+        k1, k2 = after or (None, None)
+        params = {**base, "k1": k1, "k2": k2, "first": after is None}
+        found: list[tuple[Any, ...]] = []
+
+        def chosen(rows: Rows, found: list[tuple[Any, ...]] = found) -> Step | None:
+            found[:] = rows
+            if not rows:
+                return None
+            blobs = []
+            for thread, key, blob in rows:
+                where = f"a part of a list stored as its elements in thread {thread!r}"
+                held, stored = crypt.open_part(blob, where)
+                if held != bytes(key):
+                    raise DecryptionError(
+                        f"{where} holds another part's key: it was moved within the table",
+                        where=where,
+                    )
+                blobs.append(crypt.seal_part(held, stored))
+            sealed: dict[str, Any] = {
+                "e_threads": [r[0] for r in rows],
+                "e_keys": [bytes(r[1]) for r in rows],
+                "e_blobs": blobs,
+            }
+            if "thread_ids" in base:
+                sealed["thread_ids"] = base["thread_ids"]
+            return Step((Stmt(q["reseal_elements"], sealed),))
+
+        yield Step((Stmt(q["reencrypt_elements"], params),), then=chosen)
+        if not found:
+            return
+        after = (found[-1][0], bytes(found[-1][1]))
+        total.blobs += len(found)
+        total.batches += 1
+        if progress is not None:
+            progress(dataclasses.replace(total))
+        if len(found) < batch:
+            return
 
 
 # --------------------------------------------------------------------------- retention

@@ -162,9 +162,7 @@ def put_params(
     params: Params = {}
     rows = len(new_versions)
     # the parts of list values stored as their elements, by key (None: every value whole)
-    parts: dict[bytes, bytes] | None = (
-        {} if elements and not isinstance(serde, KeyringSerializer) else None
-    )
+    parts: dict[bytes, bytes] | None = {} if elements else None
     if 0 < rows <= min(values_max, VALUES_MAX_ROWS):
         for (c, v, t, b), (channel, version) in zip(_BLOB_KEYS, new_versions.items(), strict=False):
             params[c] = _text(channel, "channel name")
@@ -274,7 +272,7 @@ def _value(
     """A channel value's stored (type, bytes): a list as its elements when ``parts`` collects
     them (and the serde writes it as plain msgpack), anything else as dump_at stores it."""
     if parts is not None and _elements.storable(value):
-        stored = _elements.split(serde, value, name=channel, compress=compress)
+        stored = _elements.split(serde, value, name=channel, compress=compress, place=place)
         if stored is not None:
             blob, new = stored
             for part in new:

@@ -135,11 +135,27 @@ def pack_part(data: bytes, compress: bool) -> bytes:
     return bytes((PART_PLAIN,)) + data
 
 
-def assembled(data: bytes | None) -> bytes:
-    """The serialized list a statement returns for a list value stored as its elements
-    (queries.sql, ``_list_value``): the length of the msgpack array header, the header, then each
-    part the value names, in order, as a 4-byte length and the part as stored (:func:`pack_part`);
-    NULL (read as empty) when a part is not stored, which is a CorruptValueError."""
+#: ... or sealed by a KeyringSerializer: AES-GCM of the part's key and its stored form (plain or
+#: zstd), which only that serializer opens (codec/crypto.py, ``KeyringSerializer.open_list``)
+PART_SEALED = 2
+#: the msgpack array header lengths a list value's header may have, by its first byte
+_HEADERS = {**{b: 1 for b in range(0x90, 0xA0)}, 0xDC: 3, 0xDD: 5}
+
+
+def check_header(header: bytes | memoryview) -> None:
+    """A list value's msgpack array header, or a CorruptValueError."""
+    if len(header) == 0 or _HEADERS.get(header[0]) != len(header):
+        raise CorruptValueError(
+            "a list value stored as its elements did not come back as a header and its parts: "
+            "its row was changed outside the saver"
+        )
+
+
+def stored_parts(data: bytes | None) -> tuple[memoryview, list[memoryview]]:
+    """What the statements' ``_list_value`` returns, split: the region before the parts (the
+    msgpack array header; for a sealed list, its seal then the header) and each part as stored
+    (a marker byte, then its bytes). NULL (read as empty: a part is not stored) and a length that
+    does not fit are CorruptValueErrors."""
     if not data:
         raise CorruptValueError(
             "a list value stored as its elements names parts that are not in pgsaver_elements: "
@@ -147,39 +163,66 @@ def assembled(data: bytes | None) -> bytes:
         )
     view = memoryview(data)
     head = view[0] + 1
-    # the header of a msgpack array: fixarray (1 byte), array 16 (3), array 32 (5)
-    first = view[1] if len(view) > 1 else -1
-    if (
-        not (
-            (head == 2 and 0x90 <= first <= 0x9F)
-            or (head == 4 and first == 0xDC)
-            or (head == 6 and first == 0xDD)
-        )
-        or len(view) <= head
-    ):
+    if len(view) <= head or head < 2:
         raise CorruptValueError(
             "a list value stored as its elements did not come back as a header and its parts: "
             "its row was changed outside the saver"
         )
-    out: list[bytes | memoryview] = [view[1:head]]
+    found: list[memoryview] = []
     i, end = head, len(view)
-    decompress = _decompressor().decompress
+    while i < end:
+        size = int.from_bytes(view[i : i + 4], "big")
+        i += 4
+        if size < 1 or i + size > end:
+            raise CorruptValueError(
+                f"a list value stored as its elements could not be assembled (a part of {size} "
+                f"bytes at offset {i} of {end}): its parts were changed outside the saver"
+            )
+        found.append(view[i : i + size])
+        i += size
+    return view[1:head], found
+
+
+def unpack_part(part: bytes | memoryview) -> bytes | memoryview:
+    """A part's bytes from its stored form (plain or zstd; a sealed one is opened first)."""
     try:
-        while i < end:
-            size = int.from_bytes(view[i : i + 4], "big")
-            i += 4
-            if size < 1 or i + size > end:
-                raise ValueError(f"a part of {size} bytes at offset {i} of {end}")
-            if view[i] == PART_ZSTD:
-                out.append(decompress(view[i + 1 : i + size]))
-            elif view[i] == PART_PLAIN:
-                out.append(view[i + 1 : i + size])
-            else:
-                raise ValueError(f"a part marked {view[i]}")
-            i += size
-    except (ValueError, zstandard.ZstdError) as exc:
+        if part[0] == PART_ZSTD:
+            return _decompressor().decompress(part[1:])
+        if part[0] == PART_PLAIN:
+            return part[1:]
+    except zstandard.ZstdError as exc:
         raise CorruptValueError(
             f"a list value stored as its elements could not be assembled ({exc}): its parts "
             "were changed outside the saver"
         ) from exc
-    return b"".join(out)
+    if part[0] == PART_SEALED:
+        raise DecryptionError(
+            "a list value stored as its elements is sealed by a KeyringSerializer, which this "
+            "saver's serializer cannot open: give the saver serde=KeyringSerializer(...) with "
+            "the keys it was written with"
+        )
+    raise CorruptValueError(
+        f"a list value stored as its elements could not be assembled (a part marked {part[0]}): "
+        "its parts were changed outside the saver"
+    )
+
+
+def assembled(data: bytes | None) -> bytes:
+    """The serialized list a statement returns for a list value stored as its elements
+    (queries.sql, ``_list_value``): the length of the msgpack array header, the header, then each
+    part the value names, in order, as a 4-byte length and the part as stored (:func:`pack_part`);
+    NULL (read as empty) when a part is not stored, which is a CorruptValueError. A list sealed
+    by a KeyringSerializer is a DecryptionError here (its serializer opens it)."""
+    header, found = stored_parts(data)
+    if bytes(header[:4]) == SEALED_LIST:
+        raise DecryptionError(
+            "a list value stored as its elements is sealed by a KeyringSerializer, which this "
+            "saver's serializer cannot open: give the saver serde=KeyringSerializer(...) with "
+            "the keys it was written with"
+        )
+    check_header(header)
+    return b"".join([header, *map(unpack_part, found)])
+
+
+#: the first bytes of a sealed list's region (a KeyringSerializer's ciphertext, crypto.MAGIC)
+SEALED_LIST = b"LGE1"

@@ -14,8 +14,9 @@ Several keys: new values use the current one, reads use whichever the ciphertext
 from __future__ import annotations
 
 import copy
+import hashlib
 import secrets
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from Crypto.Cipher import AES
@@ -103,6 +104,13 @@ class Keyring:
         except UnicodeDecodeError:
             return None
 
+    def secret(self, label: bytes) -> bytes:
+        """A 32-byte secret derived from the current key for ``label`` (at most 16 bytes): what
+        names a sealed list's parts (codec/elements.py) without revealing their contents."""
+        return hashlib.blake2b(
+            label, digest_size=32, key=self._keys[self.current], person=b"pgsaver-derive"
+        ).digest()
+
     def header(self) -> bytes:
         """The bytes every ciphertext of the current key starts with (what reencrypt looks for)."""
         key_id = self.current.encode("utf-8")
@@ -162,6 +170,16 @@ DEFAULT_PLAINTEXT_METADATA = ("source", "step", "parents", "run_id")
 REQUIRED_PLAINTEXT_METADATA = frozenset({"counters_since_delta_snapshot", "parents", "run_id"})
 
 Place = tuple[object, ...]
+#: bytes of a part's key (codec/elements.py)
+KEY_BYTES = 16
+#: the associated data of a list's parts: they are bound to their keys (inside the ciphertext),
+#: which the list's seal binds to its place
+PART_PLACE = place("element")
+
+
+def list_place(parts: Place, header: bytes, keys: Sequence[bytes]) -> bytes:
+    """The associated data of a sealed list's seal: its place, its header, its parts' keys."""
+    return place(*parts, _compress.LIST_TYPE) + bytes(header) + b"".join(keys)
 
 
 def describe(parts: Place, channel: object = None) -> str:
@@ -274,10 +292,84 @@ class KeyringSerializer(SerializerProtocol):
 
     def open(self, type_: str, data: bytes, parts: Place, channel: object = None) -> Any:
         """The value stored at ``parts`` (``channel`` only names it in errors)."""
+        if type_ == _compress.LIST_TYPE:
+            return self.serde.loads_typed(("msgpack", self.open_list(data, parts, channel)))
         inner = self.unseal(type_, data, parts, channel)
         if inner is not None:
             return self.serde.loads_typed(_compress.unpack(*inner))
         return self._fallback_loads(type_, data, parts, channel)
+
+    # -- lists stored as their elements (codec/elements.py)
+
+    def seal_list(self, header: bytes, keys: Sequence[bytes], parts: Place) -> bytes:
+        """The seal of a list value stored as its elements at ``parts``: an AES-GCM tag over its
+        place, its msgpack array header and the keys of its parts in order (the ciphertext of
+        nothing), which a read checks against the keys its parts hold."""
+        return self.keyring.encrypt(b"", list_place(parts, header, keys))
+
+    def seal_part(self, key: bytes, stored: bytes) -> bytes:
+        """A part of a list value as a KeyringSerializer stores it: the marker, then AES-GCM of its
+        key and its stored form (``compress.pack_part``). A part is bound to its key, which the
+        list's seal binds to the list's place and order."""
+        return bytes((_compress.PART_SEALED,)) + self.keyring.encrypt(key + stored, PART_PLACE)
+
+    def open_part(self, part: bytes | memoryview, where: str) -> tuple[bytes, bytes]:
+        """A sealed part's key and stored form."""
+        if len(part) == 0 or part[0] != _compress.PART_SEALED:
+            raise DecryptionError.unsealed(where, "a part stored unencrypted", "values")
+        plain = self.keyring.decrypt(bytes(part[1:]), PART_PLACE, where)
+        if len(plain) < KEY_BYTES + 1:
+            raise DecryptionError(f"{where}: a part holds no key", where=where)
+        return plain[:KEY_BYTES], plain[KEY_BYTES:]
+
+    def open_list(self, data: bytes | None, parts: Place, channel: object = None) -> bytes:
+        """The serialized list a statement returns for a list value stored as its elements
+        (``compress.stored_parts``), its seal checked: each part opened, and the seal verified
+        over the value's place, its header and the keys the parts hold, in order (a part moved,
+        swapped, reordered or changed, or a value moved to another place, fails). A list stored
+        unsealed is refused when strict, else read as it is."""
+        region, found = _compress.stored_parts(data)
+        at = describe(parts, channel)
+        if bytes(region[:4]) != MAGIC:
+            if self.keyring.strict:
+                raise DecryptionError.unsealed(at, "a list stored unencrypted", "values")
+            return _compress.assembled(data)
+        seal_size = 5 + region[4] + _NONCE + _TAG if len(region) > 4 else len(region) + 1
+        if seal_size >= len(region):
+            raise DecryptionError(f"{at}: the seal of its parts is truncated", where=at)
+        seal, header = bytes(region[:seal_size]), bytes(region[seal_size:])
+        _compress.check_header(header)
+        keys: list[bytes] = []
+        out: list[bytes | memoryview] = [header]
+        for part in found:
+            key, stored = self.open_part(part, at)
+            keys.append(key)
+            out.append(_compress.unpack_part(stored))
+        self.keyring.decrypt(seal, list_place(parts, header, keys), at)
+        return b"".join(out)
+
+    def reseal_list(self, blob: bytes, old: Place, new: Place) -> bytes:
+        """A stored list value's blob (``elements.split``) with its seal made again for ``new``
+        with the current key, the old seal checked at ``old`` first. Its parts are unchanged:
+        they are bound to their keys, not to a place."""
+        head = 2 + blob[1] if len(blob) > 2 else len(blob)
+        region, keys = blob[2:head], blob[head:]
+        at = describe(old)
+        if region[:4] != MAGIC or len(region) < 5 or len(keys) % KEY_BYTES:
+            raise DecryptionError(f"{at} is a list stored unencrypted", where=at)
+        seal_size = 5 + region[4] + _NONCE + _TAG
+        seal, header = region[:seal_size], region[seal_size:]
+        split = [keys[i : i + KEY_BYTES] for i in range(0, len(keys), KEY_BYTES)]
+        self.keyring.decrypt(seal, list_place(old, header, split), at)
+        sealed = self.seal_list(header, split, new) + header
+        if len(sealed) > 255:
+            raise EncryptionKeyError(
+                f"the current key id {self.keyring.current!r} is too long to seal a list stored "
+                "as its elements (at most 217 bytes of UTF-8)",
+                key_id=self.keyring.current,
+                where=describe(new),
+            )
+        return blob[:1] + bytes((len(sealed),)) + sealed + keys
 
     def _fallback_loads(self, type_: str, data: bytes, parts: Place, channel: object) -> Any:
         if self.fallback is None and "+" in type_:

@@ -28,8 +28,17 @@ and joins them after the header: the very bytes the serde stores for the whole l
 CorruptValueError, never a shorter list.
 
 Only lists that the serde writes as plain msgpack are stored so (LangGraph's default
-JsonPlusSerializer): any element that it would serialize otherwise (pickle, an encrypting serde)
-keeps the whole value in the plain encoding, as does every value under a KeyringSerializer.
+JsonPlusSerializer, or the one inside a KeyringSerializer): any element that it would serialize
+otherwise (pickle, another encrypting serde) keeps the whole value in the plain encoding.
+
+Under a KeyringSerializer every part is sealed (AES-GCM) together with its key, keys are digests
+keyed by a secret derived from the current key (so the stored keys do not let anyone confirm a
+guess of an element), and the blob holds, before the header, the list's *seal*: an AES-GCM tag
+over the value's place (thread, namespace, channel, version), the header and the keys in order.
+A read opens each part and checks the seal against the keys the parts hold
+(``KeyringSerializer.open_list``): a part swapped, reordered, changed or removed, or a value moved
+to another place, fails authentication. Parts carry no place, so ``copy_thread`` copies them as
+they are and seals the target's lists again.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from typing import Any, Literal
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_pg_saver.codec.compress import LIST_TYPE, pack_part
+from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
 from langgraph_pg_saver.codec.values import dump
 from langgraph_pg_saver.errors import CorruptValueError
 
@@ -95,9 +105,11 @@ def storable(value: Any) -> bool:
     return type(value) is list and len(value) > 0
 
 
-def element_key(data: bytes) -> bytes:
-    """An element's key: the digest of its bytes."""
-    return hashlib.blake2b(data, digest_size=KEY_BYTES).digest()
+def element_key(data: bytes, secret: bytes | None = None) -> bytes:
+    """An element's key: the digest of its bytes (keyed by ``secret`` for a sealed list)."""
+    if secret is None:
+        return hashlib.blake2b(data, digest_size=KEY_BYTES).digest()
+    return hashlib.blake2b(data, digest_size=KEY_BYTES, key=secret).digest()
 
 
 def frame_key(keys: Sequence[bytes]) -> bytes:
@@ -117,20 +129,26 @@ def array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
-#: parts already packed (compressed), by key and compression: a part's key names its bytes, so
-#: a thread's next put finds its frames here instead of compressing them again (a bounded cache,
-#: emptied when full)
-_PACKED: dict[tuple[bytes, bool], bytes] = {}
+#: parts already packed (compressed; sealed under a KeyringSerializer), by key, compression and
+#: the current key id of the sealing keyring: a part's key names its bytes, so a thread's next put
+#: finds its frames here instead of compressing (and sealing) them again (a bounded cache, emptied
+#: when full)
+_PACKED: dict[tuple[bytes, bool, str | None], bytes] = {}
 _PACKED_MAX = 4096
 
 
-def _packed(key: bytes, compress: bool, data: Callable[[], bytes]) -> bytes:
-    found = _PACKED.get((key, compress))
+def _packed(
+    key: bytes, compress: bool, data: Callable[[], bytes], crypt: KeyringSerializer | None
+) -> bytes:
+    cached = (key, compress, None if crypt is None else crypt.keyring.current)
+    found = _PACKED.get(cached)
     if found is None:
         found = pack_part(data(), compress)
+        if crypt is not None:
+            found = crypt.seal_part(key, found)
         if len(_PACKED) >= _PACKED_MAX:
             _PACKED.clear()
-        _PACKED[(key, compress)] = found
+        _PACKED[cached] = found
     return found
 
 
@@ -141,22 +159,31 @@ def split(
     what: str = "the value of channel",
     name: object = None,
     compress: bool = True,
+    place: Place = (),
 ) -> tuple[bytes, list[Part]] | None:
     """A list value as the version's ``blob`` and the parts it names (each once, as stored:
     :func:`compress.pack_part`, zstd where ``compress`` and it pays), or None when the serde does
     not write every element as plain msgpack (the value is then stored whole). Raises
     InvalidInputError naming ``what`` / ``name`` and the element's index if an element cannot be
-    serialized."""
+    serialized.
+
+    Under a KeyringSerializer (its inner serde writes the elements) each part is sealed with its
+    key (``KeyringSerializer.seal_part``), keys are keyed digests (a secret derived from the
+    current key: equal elements are found equal, their contents are not revealed), and the blob
+    carries the list's seal for ``place`` before its header (``KeyringSerializer.seal_list``)."""
+    crypt = serde if isinstance(serde, KeyringSerializer) else None
+    inner = serde if crypt is None else crypt.serde
+    secret = None if crypt is None else crypt.keyring.secret(b"elements")
     keys: list[bytes] = []
     datas: list[bytes] = []
     label = f"{what} {name!r}, element" if name is not None else what
     for i, item in enumerate(value):
         # the element as it sits in a list: a one-element array's encoding without its header
-        type_, data = dump(serde, [item], label, i)
+        type_, data = dump(inner, [item], label, i)
         if type_ != MSGPACK or data[:1] != b"\x91":
             return None
         data = data[1:]
-        keys.append(element_key(data))
+        keys.append(element_key(data, secret))
         datas.append(data)
     parts: dict[bytes, Part] = {}
     refs: list[bytes] = []
@@ -166,16 +193,20 @@ def split(
             fkey = frame_key(keys[start : i + 1])
             if fkey not in parts:
                 members = datas[start : i + 1]
-                packed = _packed(fkey, compress, partial(b"".join, members))
+                packed = _packed(fkey, compress, partial(b"".join, members), crypt)
                 parts[fkey] = Part(fkey, packed, True)
             refs.append(fkey)
             start = i + 1
     for i in range(start, len(keys)):
         refs.append(keys[i])
         if keys[i] not in parts:
-            parts[keys[i]] = Part(keys[i], _packed(keys[i], compress, partial(bytes, datas[i])))
+            packed = _packed(keys[i], compress, partial(bytes, datas[i]), crypt)
+            parts[keys[i]] = Part(keys[i], packed)
     header = array_header(len(keys))
-    blob = _MAGIC + bytes((len(header),)) + header + b"".join(refs)
+    region = header if crypt is None else crypt.seal_list(header, refs, place) + header
+    if len(region) > 255:
+        return None  # a key id too long for the seal to fit (over 217 bytes): stored whole
+    blob = _MAGIC + bytes((len(region),)) + region + b"".join(refs)
     return blob, list(parts.values())
 
 

@@ -17,7 +17,8 @@ from langgraph.types import Overwrite, Send
 
 from langgraph_pg_saver.codec import compress
 from langgraph_pg_saver.codec import elements as el
-from langgraph_pg_saver.errors import CorruptValueError, InvalidInputError
+from langgraph_pg_saver.codec.crypto import KeyringSerializer
+from langgraph_pg_saver.errors import CorruptValueError, DecryptionError, InvalidInputError
 
 SERDE = JsonPlusSerializer()
 
@@ -237,3 +238,45 @@ def test_the_option_is_checked() -> None:
     assert el.check_storage("elements") == "elements"
     with pytest.raises(ValueError, match="list_storage must be"):
         el.check_storage("lists")
+
+
+def test_a_sealed_list_opens_only_at_its_place_with_its_parts_in_order() -> None:
+    """Under a KeyringSerializer: the parts assemble, once opened, into the serde's bytes for
+    the whole list; the seal fails for another place, for parts reordered or one replaced by
+    another list's part, and for a seal made again elsewhere (reseal_list) read at the old place;
+    a key id too long for the seal keeps the value whole."""
+    crypt = KeyringSerializer({"k1": b"s" * 32})
+    value = [HumanMessage(content=f"m{i} " + "x" * 200, id=f"m{i}") for i in range(60)]
+    here = ("blob", "t", "", "messages", "v2")
+    split = el.split(crypt, value, place=here)
+    assert split is not None
+    blob, parts = split
+    stored = {p.key: p.data for p in parts}
+    assert all(p.data[0] == compress.PART_SEALED for p in parts)
+    data = el.assemble(blob, stored)
+    assert crypt.open_list(data, here) == SERDE.dumps_typed(value)[1]
+    assert crypt.open(el.LIST_TYPE, data, here) == value
+    with pytest.raises(DecryptionError, match="another place"):
+        crypt.open_list(data, ("blob", "t", "", "messages", "v3"))
+    keys = el.refs(blob)
+    assert len(keys) > 2
+    swapped = dict(stored)
+    swapped[keys[0]], swapped[keys[1]] = stored[keys[1]], stored[keys[0]]
+    with pytest.raises(DecryptionError):
+        crypt.open_list(el.assemble(blob, swapped), here)
+    other = el.split(crypt, [HumanMessage(content="other", id="o")], place=here)
+    assert other is not None
+    replaced = {**stored, keys[-1]: other[1][0].data}
+    with pytest.raises(DecryptionError):
+        crypt.open_list(el.assemble(blob, replaced), here)
+    there = ("blob", "u", "", "messages", "v2")
+    moved = crypt.reseal_list(blob, here, there)
+    assert el.refs(moved) == keys
+    assert crypt.open(el.LIST_TYPE, el.assemble(moved, stored), there) == value
+    with pytest.raises(DecryptionError):
+        crypt.open_list(el.assemble(moved, stored), here)
+    # read without the serializer: refused, not misread
+    with pytest.raises(DecryptionError, match="KeyringSerializer"):
+        compress.load(SERDE.loads_typed, el.LIST_TYPE, data)
+    long_id = KeyringSerializer({"k" * 230: b"s" * 32})
+    assert el.split(long_id, value, place=here) is None

@@ -211,12 +211,16 @@ def test_pending_sends_rows() -> None:
 
 def test_reseal_rows() -> None:
     """copied_sealed_rows holds the three kinds (the _reseal_*_columns fragments); each
-    reencrypt_* batch selects one of them, the same select list."""
+    reencrypt_* batch selects one of them, the same select list (reencrypt_blobs the same
+    columns)."""
     sql = Q["copied_sealed_rows"].decode()
     union = branches(sql)
     for kind in (0, 1, 2):
         check(_rows.ResealRow, sql, kind)
-    for kind, name in enumerate(("reencrypt_blobs", "reencrypt_writes", "reencrypt_checkpoints")):
+    # reencrypt_blobs returns a list stored as its elements unsealed assembled (its own blob
+    # expression): the same columns
+    check(_rows.ResealRow, Q["reencrypt_blobs"].decode(), 0)
+    for kind, name in ((1, "reencrypt_writes"), (2, "reencrypt_checkpoints")):
         assert branches(Q[name].decode()) == [union[kind]], name
 
 
