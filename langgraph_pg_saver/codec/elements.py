@@ -44,6 +44,7 @@ they are and seals the target's lists again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -54,7 +55,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph_pg_saver.codec.compress import LIST_TYPE, pack_part
 from langgraph_pg_saver.codec.crypto import KeyringSerializer, Place
 from langgraph_pg_saver.codec.values import dump
-from langgraph_pg_saver.errors import CorruptValueError
+from langgraph_pg_saver.errors import CorruptValueError, InvalidInputError
 
 __all__ = [
     "LIST_TYPE",
@@ -174,17 +175,22 @@ def split(
     crypt = serde if isinstance(serde, KeyringSerializer) else None
     inner = serde if crypt is None else crypt.serde
     secret = None if crypt is None else crypt.keyring.secret(b"elements")
-    keys: list[bytes] = []
-    datas: list[bytes] = []
-    label = f"{what} {name!r}, element" if name is not None else what
-    for i, item in enumerate(value):
-        # the element as it sits in a list: a one-element array's encoding without its header
-        type_, data = dump(inner, [item], label, i)
-        if type_ != MSGPACK or data[:1] != b"\x91":
-            return None
-        data = data[1:]
-        keys.append(element_key(data, secret))
-        datas.append(data)
+    # the list serialized once, as stored whole, then cut at its elements' bounds
+    try:
+        type_, whole = dump(inner, value, what, name)
+    except InvalidInputError:
+        # named by its element: the first that cannot be serialized on its own
+        label = f"{what} {name!r}, element" if name is not None else what
+        for i, item in enumerate(value):
+            dump(inner, [item], label, i)
+        raise
+    if type_ != MSGPACK:
+        return None
+    bounds = element_bounds(whole)
+    if bounds is None or len(bounds) != len(value) + 1:
+        return None
+    datas = [whole[a:b] for a, b in itertools.pairwise(bounds)]
+    keys = [element_key(data, secret) for data in datas]
     parts: dict[bytes, Part] = {}
     refs: list[bytes] = []
     start = 0
@@ -208,6 +214,76 @@ def split(
         return None  # a key id too long for the seal to fit (over 217 bytes): stored whole
     blob = _MAGIC + bytes((len(region),)) + region + b"".join(refs)
     return blob, list(parts.values())
+
+
+#: bytes after the first of a msgpack value with no elements, by its first byte: fixed-size
+#: scalars (-1: a length follows, or elements)
+_FIXED = [0] * 256
+for _b in (*range(0x80, 0xA0), *range(0xC0, 0xE0)):  # maps, arrays, and what has a length
+    _FIXED[_b] = -1
+_FIXED[0xC0] = _FIXED[0xC2] = _FIXED[0xC3] = 0
+_FIXED[0xCA], _FIXED[0xCB] = 4, 8
+_FIXED[0xCC], _FIXED[0xCD], _FIXED[0xCE], _FIXED[0xCF] = 1, 2, 4, 8
+_FIXED[0xD0], _FIXED[0xD1], _FIXED[0xD2], _FIXED[0xD3] = 1, 2, 4, 8
+_FIXED[0xD4], _FIXED[0xD5], _FIXED[0xD6], _FIXED[0xD7], _FIXED[0xD8] = 2, 3, 5, 9, 17
+for _b in range(0xA0, 0xC0):  # fixstr
+    _FIXED[_b] = _b - 0xA0
+#: a length of 1, 2 or 4 bytes then that many bytes (+1: ext, whose type byte follows the length)
+_SIZED = {0xC4: (1, 0), 0xC5: (2, 0), 0xC6: (4, 0), 0xC7: (1, 1), 0xC8: (2, 1), 0xC9: (4, 1),
+          0xD9: (1, 0), 0xDA: (2, 0), 0xDB: (4, 0)}  # fmt: skip
+#: a count of 2 or 4 bytes then that many elements (x2: a map's keys and values)
+_COUNTED = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}
+
+
+def element_bounds(data: bytes) -> list[int] | None:
+    """Where each element of a msgpack array starts, and where the last ends (the array's header
+    before the first), or None when ``data`` is not one whole msgpack array. Strings, binaries
+    and extensions (LangChain's messages) are stepped over by their lengths; maps and arrays
+    within an element are walked."""
+    n = len(data)
+    if n == 0:
+        return None
+    first = data[0]
+    if 0x90 <= first <= 0x9F:
+        count, i = first - 0x90, 1
+    elif first == 0xDC and n >= 3:
+        count, i = int.from_bytes(data[1:3], "big"), 3
+    elif first == 0xDD and n >= 5:
+        count, i = int.from_bytes(data[1:5], "big"), 5
+    else:
+        return None
+    bounds = [i]
+    fixed, sized, counted = _FIXED, _SIZED, _COUNTED
+    for _ in range(count):
+        pending = 1  # values still to step over in this element
+        while pending:
+            if i >= n:
+                return None
+            b = data[i]
+            pending -= 1
+            size = fixed[b]
+            if size >= 0:
+                i += 1 + size
+            elif b <= 0x8F:  # fixmap (0x80-0x8f; fixints are fixed)
+                pending += 2 * (b - 0x80)
+                i += 1
+            elif b <= 0x9F:  # fixarray
+                pending += b - 0x90
+                i += 1
+            elif b in sized:
+                width, extra = sized[b]
+                length = int.from_bytes(data[i + 1 : i + 1 + width], "big")
+                i += 1 + width + extra + length
+            elif b in counted:
+                width, per = counted[b]
+                pending += per * int.from_bytes(data[i + 1 : i + 1 + width], "big")
+                i += 1 + width
+            else:  # 0xc1: never used
+                return None
+        bounds.append(i)
+    if i != n:
+        return None
+    return bounds
 
 
 def refs(blob: bytes) -> list[bytes]:

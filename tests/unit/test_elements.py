@@ -6,6 +6,7 @@ against a server in tests/test_list_elements.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import pytest
@@ -280,3 +281,52 @@ def test_a_sealed_list_opens_only_at_its_place_with_its_parts_in_order() -> None
         compress.load(SERDE.loads_typed, el.LIST_TYPE, data)
     long_id = KeyringSerializer({"k" * 230: b"s" * 32})
     assert el.split(long_id, value, place=here) is None
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(items, min_size=1, max_size=40))
+def test_element_bounds_are_each_elements_own_encoding(value: list[Any]) -> None:
+    """The list is serialized once and cut where msgpack says its elements start: each cut is
+    the element's encoding on its own (a one-element list without its header), so a part's key
+    names the element whichever list it sits in."""
+    data = SERDE.dumps_typed(value)[1]
+    bounds = el.element_bounds(data)
+    assert bounds is not None
+    assert len(bounds) == len(value) + 1
+    for (a, b), item in zip(itertools.pairwise(bounds), value, strict=True):
+        assert data[a:b] == SERDE.dumps_typed([item])[1][1:]
+
+
+def test_element_bounds_of_every_msgpack_form() -> None:
+    """Every size class msgpack has: long strings and binaries (8, 16, 32-bit lengths), maps and
+    arrays past 15 and 65,535 entries, every int and float width, extensions; anything that is not
+    one whole array is None."""
+    value: list[Any] = [
+        "s" * 40, "s" * 300, "s" * 70000, b"b" * 10, b"b" * 300, b"b" * 70000,
+        {str(i): i for i in range(20)}, {str(i): None for i in range(70000)},
+        list(range(20)), list(range(70000)), -1, -100, -40000, -(2**40), 200, 60000, 2**40,
+        2**64 - 1, 1.5, True, False, None, HumanMessage(content="x" * 70000, id="h"),
+    ]  # fmt: skip
+    data = SERDE.dumps_typed(value)[1]
+    bounds = el.element_bounds(data)
+    assert bounds is not None
+    assert [data[a:b] for a, b in itertools.pairwise(bounds)] == [
+        SERDE.dumps_typed([v])[1][1:] for v in value
+    ]
+    for bad in (
+        b"",
+        b"\x01",
+        b"\x92\x01",
+        b"\x91\xc1",
+        b"\x91\xd9\x05ab",
+        data[:-1],
+        data + b"\x00",
+    ):
+        assert el.element_bounds(bad) is None
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=64))
+def test_element_bounds_of_any_bytes_never_fails(data: bytes) -> None:
+    bounds = el.element_bounds(b"\x93" + data)
+    assert bounds is None or bounds[-1] == len(data) + 1
