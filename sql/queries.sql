@@ -427,17 +427,18 @@ SELECT * FROM {schema}.pgsaver_get_tuple(
 -- third), then each part its 16-byte keys name (r.i: where each key starts) as stored, after its
 -- 4-byte length, in order, each looked up by the
 -- primary key (LATERAL ... OFFSET 0: never a hash of the thread's parts); NULL when a part is
--- missing, which the read refuses (CorruptValueError). The same expression is in migration 0015's
+-- missing, which the read refuses (CorruptValueError). The same expression is in migration 0016's
 -- functions. The planner takes generate_series for 1,000 rows, and the statement's cost above
 -- jit_above_cost (get_tuple then spent 300 ms compiling): the always-true range on r.i is taken
 -- as a 1-in-200 filter. The parts are concatenated in the order the join yields them, the keys'
 -- order: its outer side is the series (a LATERAL lookup can only be a nested loop), which yields
--- in order; an ORDER BY in the aggregate sorted the parts' bytes and doubled its time. Written
--- short: list() stays within psycopg's query cache (4 KB).
+-- in order; an ORDER BY in the aggregate sorted the parts' bytes and doubled its time. The header
+-- goes in with the first part (r.i at the first key): put in front of the aggregate's result, it
+-- cost one more copy of the whole list (0.5 ms at 350 kB).
 CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
+ string_agg(CASE n WHEN 1 THEN substr(bl.blob, 2, i - 2) ELSE '' END || int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) WITH ORDINALITY AS r (i, n)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = bl.thread_id AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
@@ -450,8 +451,8 @@ WHERE r.i BETWEEN 0 AND 2147483647) END
 -- migration 0015 hold this form).
 CASE WHEN bl.type <> 'pgsaver.list' THEN bl.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(bl.blob, 2, 1 + get_byte(bl.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
-FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) AS r (i)
+ string_agg(CASE n WHEN 1 THEN substr(bl.blob, 2, i - 2) ELSE '' END || int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(bl.blob, 1), length(bl.blob) - 15, 16) WITH ORDINALITY AS r (i, n)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = %(thread_id)s AND e.key = substr(bl.blob, r.i, 16) OFFSET 0
@@ -769,7 +770,8 @@ CROSS JOIN LATERAL (
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = v.checkpoint_ns
       AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
-    OFFSET 0  -- one primary-key lookup per distinct value, never a hash of the thread's blobs
+    -- one primary-key lookup per distinct value, never a hash of the thread's blobs
+    OFFSET 0
 ) AS s
 UNION ALL
 SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
@@ -828,7 +830,8 @@ CROSS JOIN LATERAL (
     FROM {schema}.pgsaver_blobs AS bl
     WHERE bl.thread_id = v.thread_id AND bl.checkpoint_ns = v.checkpoint_ns
       AND bl.channel = v.channel AND bl.version = v.version AND bl.type <> 'empty'
-    OFFSET 0  -- one primary-key lookup per distinct value, never a hash of the thread's blobs
+    -- one primary-key lookup per distinct value, never a hash of the thread's blobs
+    OFFSET 0
 ) AS s
 UNION ALL
 SELECT 1, k.thread_id, k.checkpoint_ns, k.checkpoint_id, wr.task_id,
@@ -1179,7 +1182,7 @@ ORDER BY r.position DESC, r.thread_id DESC
 LIMIT %(limit)s
 
 -- name: thread_sizes
--- The checkpoints and bytes (rows of all three tables, as ops_threads measures them) of the
+-- The checkpoints and bytes (rows of all four tables, as ops_threads measures them) of the
 -- threads of a page of search_threads.
 SELECT x.thread_id, sum(x.checkpoints)::bigint, sum(x.bytes)::bigint
 FROM (
@@ -1197,6 +1200,9 @@ FROM (
     FROM {schema}.pgsaver_blobs AS b
     WHERE b.thread_id = ANY (%(thread_ids)b::text[])
     GROUP BY b.thread_id
+    UNION ALL
+    SELECT e.thread_id, 0, e.bytes FROM {_elements_sizes_by_thread} AS e
+    WHERE e.thread_id = ANY (%(thread_ids)b::text[])
 ) AS x
 GROUP BY x.thread_id
 
@@ -1877,6 +1883,7 @@ gone_blobs AS (
             AND r.channel = b.channel AND r.version = b.version
       )
 )
+, {_no_gone_elements}
 {_report_gone}
 
 -- name: prune_blobs
@@ -1942,7 +1949,7 @@ WITH chosen AS (
 ), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
-)
+), {_gone_elements}
 {_report_gone},
        -- the threads deleted, sorted: a retention job prunes the others it found idle (written since)
        ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
@@ -1965,8 +1972,9 @@ WITH chosen AS MATERIALIZED (
          + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM {schema}.pgsaver_writes AS w
             WHERE w.thread_id IN (SELECT thread_id FROM chosen))
          + (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM {schema}.pgsaver_checkpoints AS c
-            WHERE c.thread_id IN (SELECT thread_id FROM chosen)) AS bytes
-), gone_blobs AS (
+            WHERE c.thread_id IN (SELECT thread_id FROM chosen))
+         + {_elements_bytes_chosen} AS bytes
+), {_gone_elements_citus}, gone_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs WHERE thread_id IN (SELECT thread_id FROM chosen)
     RETURNING 1
 ), gone_writes AS (
@@ -1984,7 +1992,8 @@ SELECT (SELECT count(DISTINCT thread_id) FROM gone),
        ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
 
 -- name: _report_gone
--- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size) and gone_blobs (size):
+-- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size), gone_blobs (size)
+-- and gone_elements (size: the parts of lists stored as their elements, counted in bytes only):
 -- threads, checkpoints, writes, blobs, bytes.
 SELECT (SELECT count(DISTINCT thread_id) FROM gone),
        (SELECT count(*) FROM gone),
@@ -1992,6 +2001,65 @@ SELECT (SELECT count(DISTINCT thread_id) FROM gone),
        (SELECT count(*) FROM gone_blobs),
        coalesce((SELECT sum(size) FROM gone), 0) + coalesce((SELECT sum(size) FROM gone_writes), 0)
            + coalesce((SELECT sum(size) FROM gone_blobs), 0)
+           + coalesce((SELECT sum(size) FROM gone_elements), 0)
+
+-- name: _no_gone_elements
+-- For a report (_report_gone) of a job whose parts gc_elements deletes afterwards: none here.
+gone_elements AS (SELECT 0 AS size WHERE false)
+
+-- name: _gone_elements
+-- delete_threads' CTE: the parts of the chosen threads, deleted (also of a thread left with
+-- values but no checkpoint).
+gone_elements AS (
+    DELETE FROM {schema}.pgsaver_elements WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING pg_column_size(pgsaver_elements.*) AS size
+)
+
+-- name: _gone_elements__nolists
+gone_elements AS (SELECT 0 AS size WHERE false)
+
+-- name: _gone_elements_citus
+-- delete_threads__citus' CTE: _gone_elements, its sizes read by _elements_bytes_chosen first.
+gone_elements AS (
+    DELETE FROM {schema}.pgsaver_elements WHERE thread_id IN (SELECT thread_id FROM chosen)
+    RETURNING 1
+)
+
+-- name: _gone_elements_citus__nolists
+gone_elements AS (SELECT 1 WHERE false)
+
+-- name: _elements_bytes_chosen
+-- The bytes of the parts of the threads in CTE chosen.
+(SELECT coalesce(sum(pg_column_size(e.*)), 0) FROM {schema}.pgsaver_elements AS e
+ WHERE e.thread_id IN (SELECT thread_id FROM chosen))
+
+-- name: _elements_bytes_chosen__nolists
+0
+
+-- name: _elements_bytes_of_threads
+-- The bytes of the parts of the threads %(thread_ids)s.
+coalesce((SELECT sum(pg_column_size(e.*)) FROM {schema}.pgsaver_elements AS e
+          WHERE e.thread_id = ANY (%(thread_ids)b::text[])), 0)
+
+-- name: _elements_bytes_of_threads__nolists
+0
+
+-- name: _elements_bytes_of_per
+-- The bytes of the parts of thread per.thread_id.
+coalesce((SELECT sum(pg_column_size(e.*)) FROM {schema}.pgsaver_elements AS e
+          WHERE e.thread_id = per.thread_id), 0)
+
+-- name: _elements_bytes_of_per__nolists
+0
+
+-- name: _elements_sizes_by_thread
+-- The bytes of each thread's parts (lists stored as their elements) as a subquery (thread_id,
+-- bytes) to join by thread.
+(SELECT e.thread_id, sum(pg_column_size(e.*)) AS bytes FROM {schema}.pgsaver_elements AS e
+ GROUP BY e.thread_id)
+
+-- name: _elements_sizes_by_thread__nolists
+(SELECT NULL::text AS thread_id, 0::bigint AS bytes WHERE false)
 
 -- name: missing_threads
 -- Of the given thread ids, those that hold no checkpoint (an index-only probe of the primary key
@@ -2021,6 +2089,7 @@ SELECT (SELECT count(DISTINCT thread_id) FROM {schema}.pgsaver_checkpoints WHERE
        coalesce((SELECT sum(pg_column_size(c.*)) FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = ANY (%(thread_ids)b::text[])), 0)
            + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = ANY (%(thread_ids)b::text[])), 0)
            + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = ANY (%(thread_ids)b::text[])), 0)
+           + {_elements_bytes_of_threads}
 
 -- name: gin_pending_list_small
 -- copy_thread's transaction: the metadata GIN index's pending list of new entries is merged into
@@ -2781,8 +2850,8 @@ NULL::bytea AS metadata_exact
 -- Expects b. _reencrypt_blob_columns's value.
 CASE WHEN b.type <> 'pgsaver.list' OR {_sealed_list} THEN b.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(b.blob, 2, 1 + get_byte(b.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
-FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) AS r (i)
+ string_agg(CASE n WHEN 1 THEN substr(b.blob, 2, i - 2) ELSE '' END || int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) WITH ORDINALITY AS r (i, n)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = b.thread_id AND e.key = substr(b.blob, r.i, 16) OFFSET 0
@@ -2794,8 +2863,8 @@ WHERE r.i BETWEEN 0 AND 2147483647) END
 -- every table reference then names it, and Citus runs the statement on the thread's worker.
 CASE WHEN b.type <> 'pgsaver.list' OR {_sealed_list} THEN b.blob ELSE (
 SELECT CASE WHEN count(e.blob) = count(*) THEN
- substr(b.blob, 2, 1 + get_byte(b.blob, 1)) || string_agg(int4send(length(e.blob)) || e.blob, '') END
-FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) AS r (i)
+ string_agg(CASE n WHEN 1 THEN substr(b.blob, 2, i - 2) ELSE '' END || int4send(length(e.blob)) || e.blob, '') END
+FROM generate_series(3 + get_byte(b.blob, 1), length(b.blob) - 15, 16) WITH ORDINALITY AS r (i, n)
 LEFT JOIN LATERAL (
  SELECT e.blob FROM {schema}.pgsaver_elements AS e
  WHERE e.thread_id = b.thread_id AND e.thread_id = ANY (%(thread_ids)b::text[])
@@ -3079,7 +3148,7 @@ SELECT (SELECT count(*) FROM t WHERE thread_id IS NOT NULL),
        (SELECT max(created_at) FROM {schema}.pgsaver_checkpoints)
 
 -- name: ops_threads
--- Threads with their last activity, checkpoints and bytes (rows of all three tables), newest
+-- Threads with their last activity, checkpoints and bytes (rows of all four tables), newest
 -- activity first; optionally only those with a checkpoint whose metadata contains %(filter)s, or
 -- idle longer than %(idle_for)s; %(order)s 'activity', 'bytes' or 'checkpoints'.
 WITH per AS (
@@ -3095,7 +3164,8 @@ WITH per AS (
            + coalesce((SELECT sum(pg_column_size(w.*)) FROM {schema}.pgsaver_writes AS w
                        WHERE w.thread_id = per.thread_id), 0)
            + coalesce((SELECT sum(pg_column_size(b.*)) FROM {schema}.pgsaver_blobs AS b
-                       WHERE b.thread_id = per.thread_id), 0) AS bytes
+                       WHERE b.thread_id = per.thread_id), 0)
+           + {_elements_bytes_of_per} AS bytes
     FROM per
 )
 SELECT thread_id, checkpoints, bytes, last_activity
@@ -3204,11 +3274,12 @@ GROUP BY c.at
 ORDER BY c.at
 
 -- name: ops_sizes_by
--- Threads, checkpoints and bytes (rows of all three tables) grouped by the value of metadata key
+-- Threads, checkpoints and bytes (rows of all four tables) grouped by the value of metadata key
 -- %(key)s on each thread's newest checkpoint (NULL: the key is not there), the largest first.
 -- Each table grouped by thread, then joined by thread (on Citus, on each worker: co-located).
 SELECT per.value, count(*), sum(per.checkpoints)::bigint,
-       sum(per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0))::bigint AS bytes
+       sum(per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) + coalesce(e.bytes, 0))::bigint
+           AS bytes
 FROM (
     SELECT c.thread_id, count(*) AS checkpoints, sum(pg_column_size(c.*)) AS bytes,
            (array_agg(c.metadata -> %(key)s ORDER BY c.created_at DESC, c.checkpoint_id DESC))[1]
@@ -3222,6 +3293,7 @@ LEFT JOIN (SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
 LEFT JOIN (SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
            FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id) AS b
     ON b.thread_id = per.thread_id
+LEFT JOIN {_elements_sizes_by_thread} AS e ON e.thread_id = per.thread_id
 GROUP BY per.value
 ORDER BY bytes DESC, per.value::text NULLS LAST
 LIMIT %(limit)s
@@ -3279,7 +3351,8 @@ SELECT (SELECT count(DISTINCT c.thread_id) FROM {schema}.pgsaver_checkpoints AS 
 -- per thread is not pushed down) and the groups joined by thread, which Citus runs on each worker
 -- (co-located by thread_id); the coordinator sorts and cuts.
 SELECT per.thread_id, per.checkpoints,
-       per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) AS bytes, per.last_activity
+       per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0) + coalesce(e.bytes, 0) AS bytes,
+       per.last_activity
 FROM (
     SELECT c.thread_id, count(*) AS checkpoints, max(c.created_at) AS last_activity,
            sum(pg_column_size(c.*)) AS bytes
@@ -3294,7 +3367,9 @@ LEFT JOIN (SELECT w.thread_id, sum(pg_column_size(w.*)) AS bytes
 LEFT JOIN (SELECT b.thread_id, sum(pg_column_size(b.*)) AS bytes
            FROM {schema}.pgsaver_blobs AS b GROUP BY b.thread_id) AS b
     ON b.thread_id = per.thread_id
+LEFT JOIN {_elements_sizes_by_thread} AS e ON e.thread_id = per.thread_id
 ORDER BY CASE %(order)s WHEN 'bytes' THEN per.bytes + coalesce(w.bytes, 0) + coalesce(b.bytes, 0)
+                                          + coalesce(e.bytes, 0)
                         WHEN 'checkpoints' THEN per.checkpoints END DESC NULLS LAST,
          per.last_activity DESC, per.thread_id
 LIMIT %(limit)s

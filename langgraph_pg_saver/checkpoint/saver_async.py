@@ -571,8 +571,8 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
 
         Pages of ``limit``: pass the last thread's ``cursor`` as ``after`` for the next. Threads
         of a status come newest first by when they took it; the others by their newest root
-        checkpoint. ``sizes``: each thread's checkpoints and bytes (rows of all three tables;
-        reading them costs in proportion to the threads' rows). docs/guide.md, "Threads by
+        checkpoint. ``sizes``: each thread's checkpoints and bytes (rows of all four tables, parts
+        of lists stored as their elements included; reading them costs in proportion to the threads' rows). docs/guide.md, "Threads by
         status", says what each status can tell and what it costs a put."""
         found = _threads.search(
             status=status,

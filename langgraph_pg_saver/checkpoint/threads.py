@@ -45,7 +45,7 @@ class ThreadInfo:
     interrupts: list[Any] = field(default_factory=list)
     #: what the failed tasks raised, for "error"
     errors: list[Any] = field(default_factory=list)
-    #: rows of all three tables (None when ``sizes=False``)
+    #: rows of all four tables, parts included (None when ``sizes=False``)
     checkpoints: int | None = None
     bytes: int | None = None
     #: pass as ``after`` for the next page

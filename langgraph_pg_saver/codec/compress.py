@@ -158,8 +158,10 @@ def stored_parts(data: bytes | None) -> tuple[memoryview, list[memoryview]]:
     does not fit are CorruptValueErrors."""
     if not data:
         raise CorruptValueError(
-            "a list value stored as its elements names parts that are not in pgsaver_elements: "
-            "rows were deleted outside the saver"
+            "a list value stored as its elements came back without its parts: they are not in "
+            "pgsaver_elements (rows deleted outside the saver), or this saver found the schema "
+            "before migration 0015 and another process applied it since (run setup() at "
+            "start-up: a saver that did finds the parts)"
         )
     view = memoryview(data)
     head = view[0] + 1

@@ -168,8 +168,8 @@ def threads(
     limit: int | None = None,
     order: str = "activity",
 ) -> list[ThreadRow]:
-    """Threads with their last activity, checkpoints and bytes (rows of all three tables):
-    newest activity first (``order="activity"``), or the largest (``"bytes"``) or longest
+    """Threads with their last activity, checkpoints and bytes (rows of all four tables, parts
+    of lists stored as their elements included): newest activity first (``order="activity"``), or the largest (``"bytes"``) or longest
     (``"checkpoints"``) first; only those with a checkpoint whose metadata holds ``flt``, or idle
     longer than ``idle_for``."""
     driver, q = saver._driver, _queries(saver)
@@ -235,8 +235,8 @@ def growth(saver: PostgresSaver, window: timedelta, unit: str = "day") -> list[G
 
 
 def sizes_by(saver: PostgresSaver, key: str, limit: int | None = None) -> list[SizeRow]:
-    """Threads, checkpoints and bytes (rows of all three tables) by the value of metadata
-    ``key`` on each thread's newest checkpoint, the largest first: what each tenant (user,
+    """Threads, checkpoints and bytes (rows of all four tables, parts included) by the value of
+    metadata ``key`` on each thread's newest checkpoint, the largest first: what each tenant (user,
     project...) holds."""
     driver, q = saver._driver, _queries(saver)
     rows = driver.fetch_all(q["ops_sizes_by"], {"key": key, "limit": limit})

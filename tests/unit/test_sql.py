@@ -170,7 +170,7 @@ def test_slots_must_be_given_exactly() -> None:
 
 
 def test_the_server_side_functions_mirror_the_statements() -> None:
-    """Migrations 0006 and 0015 (which replaced 0012's, which replaced 0007's function) hold
+    """Migrations 0006 and 0016 (which replaced 0015's, 0012's and 0007's function) hold
     copies of put's lock and of get_tuple's queries: a change to those in queries.sql needs a
     migration replacing the functions, which this test asks for."""
     import re
@@ -187,7 +187,7 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
     def squash(text: str) -> str:
         return re.sub(r"\s+", " ", text).strip()
 
-    get_fn = squash((migrations / "0015_list_elements.sql").read_text())
+    get_fn = squash((migrations / "0016_list_assembly.sql").read_text())
     for name in ("get_tuple", "get_tuple_id"):
         body = q[name].decode().replace('"public".', "{schema}.")
         for param, arg in (
@@ -196,4 +196,4 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
             ("checkpoint_id", "p_id"),
         ):
             body = body.replace(f"%({param})s", arg)
-        assert squash(body) in get_fn, f"{name} changed: 0015's copy of it needs a new migration"
+        assert squash(body) in get_fn, f"{name} changed: 0016's copy of it needs a new migration"
