@@ -1,5 +1,6 @@
 """langgraph-pg-saver: a production Postgres checkpointer for LangGraph."""
 
+from langgraph_pg_saver.cache import AsyncPostgresCache, PostgresCache
 from langgraph_pg_saver.checkpoint.imports import ImportReport
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.checkpoint.saver_async import AsyncPostgresSaver
@@ -36,6 +37,7 @@ from langgraph_pg_saver.store.store_async import AsyncPostgresStore
 __all__ = [
     "DEFAULT_RETRY",
     "NO_RETRY",
+    "AsyncPostgresCache",
     "AsyncPostgresSaver",
     "AsyncPostgresStore",
     "ConcurrentUpdateError",
@@ -52,6 +54,7 @@ __all__ = [
     "KeyringSerializer",
     "ParentCheckpointMissingError",
     "PgSaverError",
+    "PostgresCache",
     "PostgresSaver",
     "PostgresStore",
     "PrivilegeError",

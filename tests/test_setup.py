@@ -32,6 +32,7 @@ TABLES = {
     "pgsaver_imports",
     "pgsaver_thread_status",
     "pgsaver_elements",
+    "pgsaver_cache",
 }
 
 
@@ -236,12 +237,13 @@ def test_values_stay_in_the_row_and_use_lz4_where_available(empty_db_dsn: str) -
         ).fetchall()
         assert [(r[0], r[1], r[2]) for r in rows] == [
             ("pgsaver_blobs", "blob", "m"),
+            ("pgsaver_cache", "blob", "m"),
             ("pgsaver_checkpoints", "checkpoint", "m"),
             ("pgsaver_elements", "blob", "m"),
             ("pgsaver_writes", "blob", "m"),
         ]
         expected = "l" if _lz4_available(conn) else ""
-        assert [r[3] for r in rows] == [expected] * 4
+        assert [r[3] for r in rows] == [expected] * 5
         toasted = conn.execute(
             """
             SELECT array_agg(c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -52,6 +52,13 @@ class SaverBase(BaseCheckpointSaver[str]):
         self.single_writer = single_writer
 
     @property
+    def conn(self) -> Any:
+        """The pool or connection the saver was given, or the pool ``from_conn_string`` made (as
+        the official saver's ``conn``): a store or cache shares it, ``PostgresCache(saver.conn)``."""
+        driver = self._driver
+        return driver.pool if driver.pool is not None else driver.conn
+
+    @property
     def _q(self) -> Queries:
         """The statements for this database: Citus's forms once the driver found citus there;
         those that read no parts on a schema without migration 0015 (before this release's
