@@ -35,8 +35,10 @@ from langgraph.cache.base import BaseCache, FullKey, Namespace, ValueT
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from typing_extensions import Self
 
 from langgraph_pg_saver import telemetry as _telemetry
+from langgraph_pg_saver.checkpoint import bridge as _bridge
 from langgraph_pg_saver.codec.values import dump_at, load_at
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import schema_async as _schema_async
@@ -47,7 +49,7 @@ from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
-from langgraph_pg_saver.errors import InvalidInputError, PgSaverError
+from langgraph_pg_saver.errors import InvalidInputError
 
 __all__ = ["AsyncPostgresCache", "PostgresCache"]
 
@@ -156,7 +158,42 @@ def clear_params(namespaces: Sequence[Namespace] | None) -> dict[str, Any]:
     return {"all": False, "nss": sorted({ns_text(ns) for ns in namespaces})}
 
 
-class PostgresCache(PoolOwner, BaseCache[ValueT], Generic[ValueT]):
+class _Owned:
+    """``from_conn_string``, the same for both classes (each makes its own kind of pool)."""
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        min_size: int = 1,
+        max_size: int = 10,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
+        connect_kwargs: dict[str, Any] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 30.0,
+    ) -> Self:
+        """A cache that creates and owns a connection pool to ``conn_string``; use it as a
+        context manager (``with PostgresCache.from_conn_string(dsn) as cache:``, ``async with``
+        for AsyncPostgresCache). The options are the savers' (docs/guide.md, "Connections and
+        options")."""
+        owner: Any = cls
+        pool = owner._owned_pool(
+            conn_string,
+            name="langgraph-pg-saver-cache",
+            min_size=min_size,
+            max_size=max_size,
+            prepare_threshold=prepare_threshold,
+            connect_kwargs=connect_kwargs,
+            timeout=timeout,
+        )
+        made: Self = owner(pool, serde=serde, schema=schema, retry=retry)._own_pool()
+        return made
+
+
+class PostgresCache(_Owned, PoolOwner, BaseCache[ValueT], Generic[ValueT]):
     """LangGraph's ``BaseCache`` on Postgres, on a sync pool or connection (the saver's:
     ``PostgresCache(saver.conn)``, or its own: :meth:`from_conn_string`).
 
@@ -185,33 +222,6 @@ class PostgresCache(PoolOwner, BaseCache[ValueT], Generic[ValueT]):
         BaseCache.__init__(self, serde=serde)
         self._q: Queries = queries_for(schema)
         self._driver = Driver(conn, self._q, owner=type(self).__name__, retry=retry)
-
-    @classmethod
-    def from_conn_string(
-        cls,
-        conn_string: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        schema: str = DEFAULT_SCHEMA,
-        min_size: int = 1,
-        max_size: int = 10,
-        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
-        connect_kwargs: dict[str, Any] | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 30.0,
-    ) -> PostgresCache[Any]:
-        """A cache that creates and owns a connection pool to ``conn_string``; use it as a
-        context manager (``with PostgresCache.from_conn_string(dsn) as cache:``)."""
-        pool = cls._owned_pool(
-            conn_string,
-            name="langgraph-pg-saver-cache",
-            min_size=min_size,
-            max_size=max_size,
-            prepare_threshold=prepare_threshold,
-            connect_kwargs=connect_kwargs,
-            timeout=timeout,
-        )
-        return cls(pool, serde=serde, schema=schema, retry=retry)._own_pool()
 
     def setup(self) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the cache's);
@@ -271,7 +281,7 @@ class PostgresCache(PoolOwner, BaseCache[ValueT], Generic[ValueT]):
         return await asyncio.to_thread(self.sweep)
 
 
-class AsyncPostgresCache(AsyncPoolOwner, BaseCache[ValueT], Generic[ValueT]):
+class AsyncPostgresCache(_Owned, AsyncPoolOwner, BaseCache[ValueT], Generic[ValueT]):
     """LangGraph's ``BaseCache`` on Postgres, on an async pool or connection (the async
     saver's: ``AsyncPostgresCache(saver.conn)``, or its own: :meth:`from_conn_string`); the
     arguments are :class:`PostgresCache`'s.
@@ -296,33 +306,6 @@ class AsyncPostgresCache(AsyncPoolOwner, BaseCache[ValueT], Generic[ValueT]):
         BaseCache.__init__(self, serde=serde)
         self._q: Queries = queries_for(schema)
         self._driver = AsyncDriver(conn, self._q, owner=type(self).__name__, retry=retry)
-
-    @classmethod
-    def from_conn_string(
-        cls,
-        conn_string: str,
-        *,
-        serde: SerializerProtocol | None = None,
-        schema: str = DEFAULT_SCHEMA,
-        min_size: int = 1,
-        max_size: int = 10,
-        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
-        connect_kwargs: dict[str, Any] | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 30.0,
-    ) -> AsyncPostgresCache[Any]:
-        """A cache that creates and owns a connection pool to ``conn_string``; use it as a
-        context manager (``async with AsyncPostgresCache.from_conn_string(dsn) as cache:``)."""
-        pool = cls._owned_pool(
-            conn_string,
-            name="langgraph-pg-saver-cache",
-            min_size=min_size,
-            max_size=max_size,
-            prepare_threshold=prepare_threshold,
-            connect_kwargs=connect_kwargs,
-            timeout=timeout,
-        )
-        return cls(pool, serde=serde, schema=schema, retry=retry)._own_pool()
 
     async def setup(self) -> None:
         """Create or upgrade the tables (the savers' migrations, which include the cache's);
@@ -366,24 +349,9 @@ class AsyncPostgresCache(AsyncPoolOwner, BaseCache[ValueT], Generic[ValueT]):
                 return total
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        loop = self._driver.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or running is loop:
-            coro.close()
-            if loop is None:
-                raise PgSaverError(
-                    "AsyncPostgresCache is not bound to an event loop yet: open it (or call an "
-                    "async method) inside your loop before using its synchronous methods from "
-                    "other threads"
-                )
-            raise asyncio.InvalidStateError(
-                "synchronous calls to AsyncPostgresCache are only allowed from a thread other "
-                "than its event loop's; inside the loop use aget, aset and aclear"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return _bridge.run_sync(
+            self._driver.loop, coro, "AsyncPostgresCache", "aget, aset, aclear, asweep"
+        )
 
     def get(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
         """:meth:`aget` on the cache's loop (from another thread)."""

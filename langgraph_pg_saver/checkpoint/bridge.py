@@ -9,9 +9,40 @@ sync class has. ``tools/async_to_sync.py`` renames the same methods when it writ
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from langgraph_pg_saver.errors import PgSaverError
+
+T = TypeVar("T")
+
+
+def run_sync(
+    loop: asyncio.AbstractEventLoop | None, coro: Coroutine[Any, Any, T], owner: str, inside: str
+) -> T:
+    """``coro`` run on ``loop`` (the async saver's or cache's) from another thread, its result
+    waited for: what their sync methods do. Refused, ``coro`` closed unawaited, when the owner
+    has no loop yet (PgSaverError) or the caller is on that loop's thread, where waiting would
+    block it for good (asyncio.InvalidStateError; ``inside`` names the async methods to use)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is None or running is loop:
+        coro.close()
+        if loop is None:
+            raise PgSaverError(
+                f"{owner} is not bound to an event loop yet: open it (or call an async "
+                "method) inside your loop before using its synchronous methods from other threads"
+            )
+        raise asyncio.InvalidStateError(
+            f"Synchronous calls to {owner} are only allowed from a thread other than "
+            f"its event loop's; inside the loop use the async methods ({inside})"
+        )
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 def bridged(async_cls: type, sync_cls: type) -> tuple[str, ...]:

@@ -68,7 +68,6 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from langgraph_pg_saver.errors import PgSaverError
 from langgraph_pg_saver.checkpoint import bridge as _bridge
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 
@@ -856,23 +855,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
     # below the class, one for each name of bridge.bridged(AsyncPostgresSaver, PostgresSaver).
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or running is loop:
-            coro.close()
-            if loop is None:
-                raise PgSaverError(
-                    "AsyncPostgresSaver is not bound to an event loop yet: open it (or call an async "
-                    "method) inside your loop before using its synchronous methods from other threads"
-                )
-            raise asyncio.InvalidStateError(
-                "Synchronous calls to AsyncPostgresSaver are only allowed from a thread other than "
-                "its event loop's; inside the loop use the async methods (aget_tuple, alist, aput...)"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return _bridge.run_sync(self.loop, coro, "AsyncPostgresSaver", "aget_tuple, alist, aput...")
 
     # [/async-only]
 
