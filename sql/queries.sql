@@ -177,10 +177,11 @@ RETURNING {_put_status}
 -- page write and a WAL record per put. A function rather than a CTE, because its plan is made under
 -- its own enable_seqscan = off: the CTE's lookup, in the generic plan a prepared put_new keeps from
 -- its sixth call, was a sequential scan whenever that call came while the table was small (after an
--- ANALYZE of the empty tables), and stayed one as the table grew. delete_thread takes no lock: one
--- that starts after this read deletes the parent and leaves this checkpoint, as it did when the
--- parent was always locked (it waited for the lock, then deleted the parent anyway; docs/guide.md
--- "Retention", Limits).
+-- ANALYZE of the empty tables), and stayed one as the table grew. delete_thread (migration 0016's
+-- function) takes the lock exclusively too, so it deletes this checkpoint after it commits; its
+-- statement form (a schema before 0016, or a role that may not execute the function) takes none,
+-- and one that starts after this read deletes the parent and leaves this checkpoint
+-- (docs/guide.md "Retention", Limits).
 WITH {_guard}, allowed AS (
     SELECT 1 AS ok FROM guard
     WHERE {schema}.pgsaver_parent_stored(

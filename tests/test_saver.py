@@ -675,3 +675,56 @@ def test_writes_order_does_not_depend_on_the_database_collation(pg_server: Any) 
             assert got == expected == ["~B/a", "~_/x", "~a/b", "~b/B"]
     finally:
         _drop_db(pg_server, name)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_delete_thread_waits_for_a_put_in_flight_and_removes_what_it_wrote(
+    db_dsn: str, batched: bool
+) -> None:
+    """delete_thread takes the thread's lock exclusively (migration 0016's function, and the
+    batched form it falls back to when the server's statement_timeout cuts the call short): a put
+    still running (it holds the lock shared, and has inserted its checkpoint) commits first, and
+    the delete removes that checkpoint too, instead of leaving it without its parent's values."""
+    from helpers import parts_of
+
+    from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
+    from langgraph_pg_saver.db.sql import raw_queries
+
+    lock_class = raw_queries()["_lock_class"].strip().splitlines()[-1]
+    with PostgresSaver.from_conn_string(db_dsn, list_storage="elements") as saver:
+        saver.setup()
+        cfg = config("d")
+        for i in range(3):
+            cp = checkpoint({"messages": [f"m{j}" for j in range(i + 1)]}, {"messages": i + 1})
+            cfg = saver.put(cfg, cp, {}, {"messages": i + 1})
+        with psycopg.connect(db_dsn) as put:  # a put in flight
+            put.execute(f"SELECT pg_advisory_xact_lock_shared({lock_class}, hashtext('d'))")
+            put.execute(
+                "INSERT INTO pgsaver_checkpoints SELECT (jsonb_populate_record(c, "
+                "jsonb_build_object('checkpoint_id', 'zzz-in-flight'))).* "
+                "FROM pgsaver_checkpoints AS c WHERE c.thread_id = 'd' LIMIT 1"
+            )
+            errors: list[BaseException] = []
+
+            def delete() -> None:
+                try:
+                    if batched:
+                        saver._driver.drive(_lifecycle.delete_thread(saver._q, "d"))
+                    else:
+                        saver.delete_thread("d")
+                except BaseException as exc:
+                    errors.append(exc)
+
+            deleter = threading.Thread(target=delete)
+            deleter.start()
+            deleter.join(1.0)
+            assert deleter.is_alive(), f"delete_thread did not wait for the put in flight {errors}"
+            put.commit()
+        deleter.join(30)
+        assert not errors, errors
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pgsaver_checkpoints WHERE thread_id = 'd'"
+            ).fetchone()
+        assert left == (0,)
+        assert parts_of(db_dsn, "d") == (0, 0, 0)

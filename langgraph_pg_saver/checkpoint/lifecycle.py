@@ -356,13 +356,18 @@ def _in_batches(
 
 def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
     """delete_thread in short statements, in one transaction (what the saver runs when the
-    server's statement_timeout cancelled its one statement): no lock, as delete_thread takes
-    none."""
+    server's statement_timeout cancelled its one statement), after the thread's exclusive lock,
+    as migration 0016's pgsaver_delete_thread takes it: a put still running commits first, and
+    the deletes remove what it wrote."""
     tid = _keys.thread_id_param(thread_id)
     counts = [0, 0, 0]
     # the thread's status row goes in the same transaction
     last = lambda: refresh_status(q, [tid])  # noqa: E731
-    yield _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, last)
+
+    def deletes(rows: Rows) -> Step:
+        return _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, last)
+
+    yield Step(locked(q, [tid]), then=deletes)
     checkpoints, writes, blobs = counts
     return Report(
         threads=1 if checkpoints else 0, checkpoints=checkpoints, writes=writes, blobs=blobs

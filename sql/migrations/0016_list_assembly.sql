@@ -4,6 +4,7 @@
 -- first part (n = 1) instead of in front of the aggregate's result, which copied the assembled
 -- list once more into a fresh allocation (0.5 ms of 2 at 1,000 messages: 91 parts, 350 kB). The
 -- same bytes come back. Additive: code that knows 0001-0015 runs unchanged against it.
+-- Also pgsaver_delete_thread, replaced to take the thread's exclusive lock first.
 CREATE OR REPLACE FUNCTION {schema}.pgsaver_get_tuple(p_thread text, p_ns text, p_id text)
 RETURNS TABLE (
     kind integer, a text, b text, type text, body bytea, task_path text, idx integer,
@@ -194,5 +195,25 @@ WHERE r.i BETWEEN 0 AND 2147483647) END AS blob
         OFFSET 0
     ) AS s
     ORDER BY 1, 2 DESC, 3, 4, 5;
+END
+$fn$;
+
+-- delete_thread in one call (as 0015's), after the thread's exclusive lock (queries.sql,
+-- _lock_class, which put and put_writes hold shared): a put or put_writes of the thread still
+-- running commits first, and each delete, reading with a snapshot taken after the lock (a
+-- VOLATILE function's statements each take their own), removes what it wrote. Without the lock,
+-- a put that had found its parent committed after the deletes and left a checkpoint whose
+-- parent's values were gone (and, for a list stored as its elements, its parts).
+CREATE OR REPLACE FUNCTION {schema}.pgsaver_delete_thread(p_thread text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock(1818718323, hashtext(p_thread));
+    DELETE FROM {schema}.pgsaver_blobs AS b WHERE b.thread_id = p_thread;
+    DELETE FROM {schema}.pgsaver_elements AS e WHERE e.thread_id = p_thread;
+    DELETE FROM {schema}.pgsaver_writes AS w WHERE w.thread_id = p_thread;
+    DELETE FROM {schema}.pgsaver_checkpoints AS c WHERE c.thread_id = p_thread;
+    PERFORM {schema}.pgsaver_refresh_status(p_thread);
 END
 $fn$;
