@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -39,7 +40,8 @@ from typing_extensions import Self
 
 from langgraph_pg_saver import telemetry as _telemetry
 from langgraph_pg_saver.checkpoint import bridge as _bridge
-from langgraph_pg_saver.codec.values import dump_at, load_at
+from langgraph_pg_saver.codec.crypto import SUFFIX
+from langgraph_pg_saver.codec.values import dump_at, load_at, sealer
 from langgraph_pg_saver.db import schema as _schema
 from langgraph_pg_saver.db import schema_async as _schema_async
 from langgraph_pg_saver.db.driver import Driver
@@ -49,9 +51,11 @@ from langgraph_pg_saver.db.owner_async import AsyncPoolOwner
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 from langgraph_pg_saver.db.retry import DEFAULT_RETRY, RetryPolicy
 from langgraph_pg_saver.db.sql import DEFAULT_SCHEMA, Queries, queries_for
-from langgraph_pg_saver.errors import InvalidInputError
+from langgraph_pg_saver.errors import EncryptionKeyError, InvalidInputError
 
 __all__ = ["AsyncPostgresCache", "PostgresCache"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 #: expired entries one sweep statement deletes
@@ -62,7 +66,8 @@ def ns_text(ns: Namespace) -> str:
     """A namespace as stored: the JSON array of its strings (any strings, kept apart exactly)."""
     if not isinstance(ns, tuple) or not all(isinstance(part, str) for part in ns):
         raise InvalidInputError(f"a cache namespace must be a tuple of str, not {ns!r}")
-    return json.dumps(list(ns), ensure_ascii=False, separators=(",", ":"))
+    # ASCII escapes: any str, lone surrogates included, stored as the same exact text
+    return json.dumps(list(ns), separators=(",", ":"))
 
 
 def _key(key: object) -> str:
@@ -70,6 +75,12 @@ def _key(key: object) -> str:
         raise InvalidInputError(f"a cache key must be a str, not {key!r}")
     if "\x00" in key:
         raise InvalidInputError(f"a cache key cannot hold a NUL character: {key!r}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"a cache key cannot hold a lone surrogate character: {key!r}"
+        ) from None
     return key
 
 
@@ -120,9 +131,18 @@ def found(
 ) -> dict[FullKey, Any]:
     """``cache_get``'s rows as the entries found, each value opened at its place."""
     out: dict[FullKey, Any] = {}
+    crypt = sealer(serde)
     for ns, key, type_, blob in rows:
         full = asked[(ns, key)]
-        out[full] = load_at(serde, type_, bytes(blob), _place(ns, key))
+        if crypt is not None and crypt.strict and not type_.endswith(SUFFIX):
+            # stored before the KeyringSerializer (reencrypt leaves the cache alone): a miss, so
+            # the node runs and its set replaces the entry sealed
+            continue
+        try:
+            out[full] = load_at(serde, type_, bytes(blob), _place(ns, key))
+        except EncryptionKeyError:
+            # sealed with a key the keyring no longer holds (rotated out): a miss, as above
+            logger.debug("cache entry %r sealed with a key no longer held: a miss", full)
     return out
 
 
@@ -151,7 +171,7 @@ def set_params(
 def clear_params(namespaces: Sequence[Namespace] | None) -> dict[str, Any]:
     if namespaces is None:
         return {"all": True, "nss": []}
-    if isinstance(namespaces, tuple) and all(isinstance(p, str) for p in namespaces):
+    if isinstance(namespaces, tuple) and namespaces and all(isinstance(p, str) for p in namespaces):
         raise InvalidInputError(
             f"clear takes a sequence of namespaces, not one namespace: pass [{namespaces!r}]"
         )

@@ -2800,7 +2800,7 @@ SELECT pg_is_in_recovery()
 -- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_elements', 'pgsaver_writes',
-                  'pgsaver_store']) AS t(name)
+                  'pgsaver_store', 'pgsaver_cache']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
 WHERE to_regclass(quote_ident(%(schema)s) || '.' || t.name) IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.' || t.name), p.privilege)
@@ -3107,7 +3107,7 @@ SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FR
 SELECT t.name, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), greatest(s.last_vacuum, s.last_autovacuum)
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
-                  'pgsaver_store', 'pgsaver_migrations'])
+                  'pgsaver_store', 'pgsaver_cache', 'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
@@ -3191,7 +3191,7 @@ SELECT t.name,
        CASE WHEN d.partmethod IS NULL THEN greatest(s.last_vacuum, s.last_autovacuum)
             ELSE sh.vacuumed END
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
-                  'pgsaver_store', 'pgsaver_migrations'])
+                  'pgsaver_store', 'pgsaver_cache', 'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid

@@ -67,7 +67,7 @@ def test_the_same_calls_as_in_memory(cache: PostgresCache[Any]) -> None:
     serde keeps, an overwrite, a TTL of 0 already expired, clear of exactly the namespaces
     named (not those below them), clear of everything; namespaces holding ':' or any text."""
     memory: InMemoryCache[Any] = InMemoryCache()
-    a, ab, odd, empty = ("a",), ("a", "b"), ("x:y", "é\u2028\\", ""), ()
+    a, ab, odd, empty = ("a",), ("a", "b"), ("x:y", "é\u2028\\", "", "\ud800"), ()
     steps: list[tuple[str, Any]] = [
         ("get", [(a, "k"), (ab, "k")]),
         (
@@ -82,6 +82,9 @@ def test_the_same_calls_as_in_memory(cache: PostgresCache[Any]) -> None:
         ),
         ("get", [(a, "k"), (ab, "k"), (odd, "k:1"), (empty, ""), (a, "gone"), (a, "nope")]),
         ("set", {(a, "k"): ("replaced", 30)}),
+        ("get", [(a, "k"), (ab, "k")]),
+        ("clear", ()),
+        ("clear", []),
         ("get", [(a, "k"), (ab, "k")]),
         ("clear", [a]),
         ("get", [(a, "k"), (ab, "k"), (odd, "k:1"), (empty, "")]),
@@ -249,3 +252,21 @@ def test_the_savers_setup_makes_the_table_and_the_cache_shares_its_pool(db_dsn: 
         cache: PostgresCache[Any] = PostgresCache(saver.conn)
         cache.set({(("p",), "k"): ("v", None)})
         assert cache.get([(("p",), "k")]) == {(("p",), "k"): "v"}
+
+
+def test_entries_a_strict_keyring_cannot_open_are_misses(db_dsn: str) -> None:
+    """After a key rotation that dropped the old key, or after turning encryption on, an entry
+    sealed with a key no longer held, or stored in clear, is a miss (the node runs, and its set
+    replaces the entry), not an error that fails every run until the cache is cleared; an entry
+    changed in the table is still an error."""
+    k1, k2 = {"k1": b"1" * 32}, {"k2": b"2" * 32}
+    with PostgresCache.from_conn_string(db_dsn) as plain:
+        plain.setup()
+        plain.set({(("c",), "clear"): ("in clear", None)})
+    with PostgresCache.from_conn_string(db_dsn, serde=KeyringSerializer(k1)) as old:
+        old.set({(("c",), "old key"): ("sealed with k1", None)})
+    with PostgresCache.from_conn_string(db_dsn, serde=KeyringSerializer(k2)) as new:
+        asked = [(("c",), "clear"), (("c",), "old key")]
+        assert new.get(asked) == {}
+        new.set({(("c",), "old key"): ("sealed with k2", None)})
+        assert new.get(asked) == {(("c",), "old key"): "sealed with k2"}

@@ -464,7 +464,9 @@ def test_reencrypt_seals_lists_stored_as_elements_before_the_serializer(db_dsn: 
         assert sealed.reencrypt(dry_run=True).blobs == 0
     with psycopg.connect(db_dsn) as conn:
         types = {t for (t,) in conn.execute("SELECT DISTINCT type FROM pgsaver_blobs")}
+        clear = conn.execute("SELECT count(*) FROM pgsaver_elements").fetchone()
     assert "pgsaver.list" not in types
+    assert clear == (0,)  # no element left stored in clear
     strict = KeyringSerializer(keys)
     with PostgresSaver.from_conn_string(db_dsn, serde=strict, list_storage="elements") as sealed:
         assert [shape(t) for t in sealed.list(cfg("t"))] == want

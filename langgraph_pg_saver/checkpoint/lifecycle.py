@@ -755,6 +755,7 @@ def _reseal_batches(
     """reencrypt's batches over the three tables (of ``base``'s thread, or all), each batch read
     and locked, then sealed again, in one transaction; ``total`` counts them."""
     R = ResealRow
+    converted: set[str] = set()  # threads of lists stored as elements unsealed, sealed whole
     # per table: its batch query, and the row columns of its primary key (after thread, namespace)
     tables = (
         (q["reencrypt_blobs"], 0, (R.A, R.B)),
@@ -776,6 +777,13 @@ def _reseal_batches(
                 found[:] = rows
                 if not rows:
                     return None
+                converted.update(
+                    r[R.THREAD_ID]
+                    for r in rows
+                    if r[R.KIND] == 0
+                    and r[R.TYPE] == _compress.LIST_TYPE
+                    and bytes(r[R.BLOB][2:6]) != _crypto.MAGIC
+                )
                 resealed = reseal_params(crypt, rows)
                 if "thread_ids" in base:
                     resealed["thread_ids"] = base["thread_ids"]
@@ -804,6 +812,10 @@ def _reseal_batches(
                 progress(dataclasses.replace(total))
             if len(found) < batch:
                 break
+    # the parts of the lists sealed whole above, named by nothing now: deleted under each thread's
+    # lock (as every job collects parts), so that no element stays stored in clear
+    for thread in sorted(converted):
+        yield Step(locked(q, [thread], Stmt(q["gc_elements"], {"thread_id": thread})))
     if q.lists:
         yield from _reseal_parts(q, crypt, base, batch, total, progress)
 

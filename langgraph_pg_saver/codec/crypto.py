@@ -198,6 +198,8 @@ def describe(parts: Place, channel: object = None) -> str:
             f"the write{to} (task {parts[4]!r}, idx {parts[5]}) of checkpoint {parts[3]!r} in "
             f"thread {parts[1]!r}, namespace {parts[2]!r}"
         )
+    if kind == "cache" and len(parts) == 3:
+        return f"the cached value of key {parts[2]!r} in namespace {parts[1]}"
     if kind in ("checkpoint", "metadata") and len(parts) >= 4:
         what = "checkpoint" if kind == "checkpoint" else "the metadata of checkpoint"
         return f"{what} {parts[3]!r} in thread {parts[1]!r}, namespace {parts[2]!r}"
@@ -315,8 +317,10 @@ class KeyringSerializer(SerializerProtocol):
 
     def open_part(self, part: bytes | memoryview, where: str) -> tuple[bytes, bytes]:
         """A sealed part's key and stored form."""
-        if len(part) == 0 or part[0] != _compress.PART_SEALED:
-            raise DecryptionError.unsealed(where, "a part stored unencrypted", "values")
+        if len(part) < 5 or part[0] != _compress.PART_SEALED or bytes(part[1:5]) != MAGIC:
+            # never read as plaintext, strict or not: a part's key is in the clear beside it, so
+            # a part written in clear with a seal's key would pass the seal
+            raise DecryptionError(f"{where}: a part of it is not sealed", where=where)
         plain = self.keyring.decrypt(bytes(part[1:]), PART_PLACE, where)
         if len(plain) < KEY_BYTES + 1:
             raise DecryptionError(f"{where}: a part holds no key", where=where)

@@ -32,8 +32,8 @@ JsonPlusSerializer, or the one inside a KeyringSerializer): any element that it 
 otherwise (pickle, another encrypting serde) keeps the whole value in the plain encoding.
 
 Under a KeyringSerializer every part is sealed (AES-GCM) together with its key, keys are digests
-keyed by a secret derived from the current key (so the stored keys do not let anyone confirm a
-guess of an element), and the blob holds, before the header, the list's *seal*: an AES-GCM tag
+keyed by a secret derived from the current key and the thread (so the stored keys do not let
+anyone confirm a guess of an element, nor see that two threads hold the same one), and the blob holds, before the header, the list's *seal*: an AES-GCM tag
 over the value's place (thread, namespace, channel, version), the header and the keys in order.
 A read opens each part and checks the seal against the keys the parts hold
 (``KeyringSerializer.open_list``): a part swapped, reordered, changed or removed, or a value moved
@@ -170,11 +170,22 @@ def split(
 
     Under a KeyringSerializer (its inner serde writes the elements) each part is sealed with its
     key (``KeyringSerializer.seal_part``), keys are keyed digests (a secret derived from the
-    current key: equal elements are found equal, their contents are not revealed), and the blob
+    current key and the thread, ``place[1]``: equal elements of a thread are found equal, their
+    contents are not revealed, nor their equality across threads), and the blob
     carries the list's seal for ``place`` before its header (``KeyringSerializer.seal_list``)."""
     crypt = serde if isinstance(serde, KeyringSerializer) else None
     inner = serde if crypt is None else crypt.serde
-    secret = None if crypt is None else crypt.keyring.secret(b"elements")
+    # sealed: keys digested with a secret of the current key and the thread (place[1]), so that
+    # equal elements of two threads are not seen to be equal
+    secret = (
+        None
+        if crypt is None
+        else hashlib.blake2b(
+            str(place[1] if len(place) > 1 else "").encode("utf-8", "surrogatepass"),
+            digest_size=32,
+            key=crypt.keyring.secret(b"elements"),
+        ).digest()
+    )
     # the list serialized once, as stored whole, then cut at its elements' bounds
     try:
         type_, whole = dump(inner, value, what, name)

@@ -438,8 +438,8 @@ def privilege_error(
     return PrivilegeError(
         f"{owner}: permission denied ({str(exc).strip()}); the role lacks: {lacking}. "
         f"The runtime role needs USAGE on schema {schema}, SELECT, INSERT, UPDATE "
-        "and DELETE on pgsaver_checkpoints, pgsaver_blobs, pgsaver_elements and pgsaver_writes, "
-        "SELECT on "
+        "and DELETE on pgsaver_checkpoints, pgsaver_blobs, pgsaver_elements and pgsaver_writes "
+        "(pgsaver_store for the store, pgsaver_cache for the node cache), SELECT on "
         "pgsaver_migrations, and EXECUTE on the pgsaver_ functions, which PUBLIC has unless "
         "revoked (docs/guide.md, 'Roles without DDL rights')",
         missing,

@@ -57,7 +57,8 @@ BEGIN
         IF r.grantee = 0 THEN
             EXECUTE format('GRANT %s ON {schema}.pgsaver_elements TO PUBLIC', r.privilege_type);
         ELSE
-            EXECUTE format('GRANT %s ON {schema}.pgsaver_elements TO %I', r.privilege_type,
+            -- regrole's text is the role's name quoted where it needs it: %s, not %I
+            EXECUTE format('GRANT %s ON {schema}.pgsaver_elements TO %s', r.privilege_type,
                            r.grantee::regrole::text);
         END IF;
     END LOOP;

@@ -1,5 +1,5 @@
--- 0017: LangGraph's node cache on Postgres (PostgresCache, langgraph_pg_saver/cache.py). Additive:
--- a new table, which code that knows 0001-0016 never reads.
+-- 0017: LangGraph's node cache on Postgres (PostgresCache, langgraph_pg_saver/cache.py).
+-- additive: a new table, which code that knows 0001-0016 never reads.
 -- An entry is a node's cached result: its namespace (the tuple LangGraph gives, stored as its JSON
 -- array text, so that any strings are kept apart exactly), its key, the serde's type and bytes
 -- (compressed, or sealed by a KeyringSerializer, as the savers store values), and when it expires
@@ -48,7 +48,8 @@ BEGIN
         IF r.grantee = 0 THEN
             EXECUTE format('GRANT %s ON {schema}.pgsaver_cache TO PUBLIC', r.privilege_type);
         ELSE
-            EXECUTE format('GRANT %s ON {schema}.pgsaver_cache TO %I', r.privilege_type,
+            -- regrole's text is the role's name quoted where it needs it: %s, not %I
+            EXECUTE format('GRANT %s ON {schema}.pgsaver_cache TO %s', r.privilege_type,
                            r.grantee::regrole::text);
         END IF;
     END LOOP;

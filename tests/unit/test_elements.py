@@ -330,3 +330,25 @@ def test_element_bounds_of_every_msgpack_form() -> None:
 def test_element_bounds_of_any_bytes_never_fails(data: bytes) -> None:
     bounds = el.element_bounds(b"\x93" + data)
     assert bounds is None or bounds[-1] == len(data) + 1
+
+
+def test_a_part_in_clear_is_refused_even_by_a_keyring_that_is_not_strict() -> None:
+    """A part's key is stored in clear beside the list's seal: a part written in clear under that
+    key would pass the seal, so no keyring reads one, strict or not. Equal elements of two threads
+    get other keys (nothing links the threads)."""
+    loose = KeyringSerializer({"k1": b"s" * 32}, strict=False)
+    value = [HumanMessage(content=f"m{i}", id=f"m{i}") for i in range(3)]
+    here = ("blob", "t", "", "messages", "v1")
+    split = el.split(loose, value, place=here)
+    assert split is not None
+    blob, parts = split
+    stored = {p.key: p.data for p in parts}
+    forged = {
+        key: bytes((compress.PART_SEALED,)) + key + compress.pack_part(b"\xc0", False)
+        for key in stored
+    }
+    with pytest.raises(DecryptionError, match="not sealed"):
+        loose.open_list(el.assemble(blob, forged), here)
+    other = el.split(loose, value, place=("blob", "u", "", "messages", "v1"))
+    assert other is not None
+    assert not {p.key for p in other[1]} & set(stored)
