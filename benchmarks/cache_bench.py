@@ -82,6 +82,12 @@ def main() -> None:
     import redis
 
     client = redis.Redis.from_url(args.redis)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError as exc:
+        raise SystemExit(
+            f"cache_bench: no Redis server at {args.redis} ({exc}): pass --redis URL"
+        ) from None
     client.flushdb()
     with (
         bench_database("lgps_cache_bench") as dsn,
