@@ -2770,16 +2770,17 @@ SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 SELECT pg_backend_pid()
 
 -- name: first_check
--- Once per connection that would prepare statements (and again, at most once a minute, while a
--- family's tables are small): backend_pid's process id, for the pooler check; then whether the
--- checkpoint tables are each at least %(pages)s pages large now, and the store's table at least
--- %(store_pages)s (policy.TRUSTED_PAGES, TRUSTED_STORE_PAGES), the live size the planner costs
--- a scan at. Only then does the connection prepare the statements whose generic
+-- Once per connection that would prepare statements (and again, at most every
+-- policy.STATS_RECHECK seconds, while a family's tables are small): backend_pid's process id, for
+-- the pooler check; then whether the checkpoint tables are each at least %(pages)s pages large
+-- now, and the store's table at least %(store_pages)s (policy.TRUSTED_PAGES, TRUSTED_STORE_PAGES),
+-- the live size the planner costs a scan at. Only then does the connection prepare the statements whose generic
 -- plan, made on smaller tables after statistics of empty ones, would keep a sequential scan
 -- (db/sql.PLANNED_BY_STATS); a table not there counts as small. Last, whether the database has
 -- the citus extension: such a connection prepares nothing either, and sends the calls of our
 -- functions, which Citus runs on the thread's worker (docs/scaling.md); and whether migration
--- 0015's table is there (without it, the statements that read no parts: the __nolists forms).
+-- 0015's table is there (without it, the statements that read no parts: the __nolists forms);
+-- and whether the node cache's table is at least %(cache_pages)s pages (TRUSTED_CACHE_PAGES).
 SELECT pg_backend_pid(),
        (SELECT count(*) = 3 FROM unnest(ARRAY[
             to_regclass('{schema}.pgsaver_checkpoints'), to_regclass('{schema}.pgsaver_blobs'),
@@ -2788,7 +2789,9 @@ SELECT pg_backend_pid(),
        coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_store'))
                 >= %(store_pages)s::bigint * current_setting('block_size')::bigint, false),
        EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'),
-       to_regclass('{schema}.pgsaver_elements') IS NOT NULL
+       to_regclass('{schema}.pgsaver_elements') IS NOT NULL,
+       coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_cache'))
+                >= %(cache_pages)s::bigint * current_setting('block_size')::bigint, false)
 
 -- name: in_recovery
 -- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in

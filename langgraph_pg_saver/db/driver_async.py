@@ -407,7 +407,7 @@ class AsyncDriver:
             await cur.execute(self.q["first_check"], first_check_params(), prepare=False)
             row = await cur.fetchone()
         if row is not None:
-            record_stats(conn, self.q.schema, row[1], row[2])
+            record_stats(conn, self.q.schema, row[1], row[2], row[5])
         mark_pooler_checked(conn)
         if row is not None:
             self.state.citus = bool(row[3])

@@ -56,6 +56,10 @@ TRUSTED_PAGES = 32
 #: an array of keys of unknown length) were on the primary key from 50 pages on, store_get's
 #: from 10; 128 is two and a half times the larger
 TRUSTED_STORE_PAGES = 128
+#: the same for the node cache's table, after statistics of it empty: cache_get_one's generic plan
+#: was on the primary key from 10 pages on, cache_get's (a join with arrays of keys) from 97
+#: (it scanned at 33); 256 is two and a half times that
+TRUSTED_CACHE_PAGES = 256
 #: how often (seconds) a connection that found a family's tables small asks again, when it runs
 #: one of that family's StatsPlan statements (one round trip, while the tables are small: a busy
 #: connection pays it once per 5 s, an idle one not at all); short, so that a service started on
@@ -92,29 +96,37 @@ def needs_first_check(
 
 def _found(
     conn: Connection[Any] | AsyncConnection[Any], schema: str
-) -> tuple[float, bool, bool] | None:
+) -> tuple[float, bool, bool, bool] | None:
     """What the connection's last statistics check of ``schema`` found (None: never checked)."""
-    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    found: dict[str, tuple[float, bool, bool, bool]] | None = getattr(conn, _STATS, None)
     return None if found is None else found.get(schema)
 
 
 def first_check_params() -> dict[str, int]:
     """The parameters of the ``first_check`` statement."""
-    return {"pages": TRUSTED_PAGES, "store_pages": TRUSTED_STORE_PAGES}
+    return {
+        "pages": TRUSTED_PAGES,
+        "store_pages": TRUSTED_STORE_PAGES,
+        "cache_pages": TRUSTED_CACHE_PAGES,
+    }
 
 
 def record_stats(
-    conn: Connection[Any] | AsyncConnection[Any], schema: str, checkpoints: bool, store: bool
+    conn: Connection[Any] | AsyncConnection[Any],
+    schema: str,
+    checkpoints: bool,
+    store: bool,
+    cache: bool,
 ) -> None:
-    """What the check found in ``schema``: whether the checkpoint tables and the store's are
-    large enough (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``) for this connection to prepare
-    their StatsPlan statements."""
-    found: dict[str, tuple[float, bool, bool]] | None = getattr(conn, _STATS, None)
+    """What the check found in ``schema``: whether the checkpoint tables, the store's and the
+    node cache's are large enough (``TRUSTED_PAGES``, ``TRUSTED_STORE_PAGES``,
+    ``TRUSTED_CACHE_PAGES``) for this connection to prepare their StatsPlan statements."""
+    found: dict[str, tuple[float, bool, bool, bool]] | None = getattr(conn, _STATS, None)
     if found is None:
         found = {}
         with contextlib.suppress(AttributeError):
             setattr(conn, _STATS, found)
-    found[schema] = (time.monotonic(), bool(checkpoints), bool(store))
+    found[schema] = (time.monotonic(), bool(checkpoints), bool(store), bool(cache))
 
 
 def stats_trusted(conn: Connection[Any] | AsyncConnection[Any], query: bytes) -> bool:

@@ -43,9 +43,18 @@ class CustomPlan(bytes):
 #: tables"): delete_thread (0.03 ms to plan), put_orphan (a put whose parent is not stored),
 #: pending_sends (checkpoints of format below 4); and the store's search and list_namespaces,
 #: whose generic plan scans at any size (a namespace prefix that may be NULL, a LIKE pattern
-#: given as a parameter: nothing an index can take until the values are known)
+#: given as a parameter: nothing an index can take until the values are known); the node cache's
+#: clear (a flag for "everything" ORed with the namespaces: a generic plan scans) and sweep
 PLANNED_PER_CALL = frozenset(
-    {"delete_thread", "put_orphan", "pending_sends", "store_search", "store_prefixes"}
+    {
+        "delete_thread",
+        "put_orphan",
+        "pending_sends",
+        "store_search",
+        "store_prefixes",
+        "cache_clear",
+        "cache_sweep",
+    }
 )
 
 
@@ -54,7 +63,7 @@ class StatsPlan(bytes):
     a generic plan made on them to stay on the indexes (``db/policy.stats_trusted``); elsewhere
     sent unprepared, so planned per call at the tables' size then (docs/performance.md,
     "Statistics of empty tables"). ``family`` indexes the check's answer: 0 the checkpoint
-    tables, 1 the store's; ``schema``: whose tables (a pool may serve savers of several)."""
+    tables, 1 the store's, 2 the node cache's; ``schema``: whose tables (a pool may serve savers of several)."""
 
     family = 0
     schema = DEFAULT_SCHEMA
@@ -64,6 +73,12 @@ class StoreStatsPlan(StatsPlan):
     """A StatsPlan of the store's table (pgsaver_store)."""
 
     family = 1
+
+
+class CacheStatsPlan(StatsPlan):
+    """A StatsPlan of the node cache's table (pgsaver_cache)."""
+
+    family = 2
 
 
 #: the hot statements whose generic plan, made while the tables were small, would keep a scan of
@@ -87,6 +102,7 @@ PLANNED_BY_STATS = {
         ("store_get", "store_refresh", "store_delete", "store_put_delete", "store_write"),
         StoreStatsPlan,
     ),
+    **dict.fromkeys(("cache_get", "cache_get_one"), CacheStatsPlan),
 }
 
 
