@@ -29,6 +29,7 @@ from langgraph_pg_saver.errors import (
     SchemaOutdatedError,
     SchemaTooNewError,
     StatementTimeoutError,
+    ThreadDeletedError,
     ThreadNotEmptyError,
 )
 from langgraph_pg_saver.store.store import PostgresStore
@@ -68,5 +69,6 @@ __all__ = [
     "SchemaOutdatedError",
     "SchemaTooNewError",
     "StatementTimeoutError",
+    "ThreadDeletedError",
     "ThreadNotEmptyError",
 ]

@@ -308,6 +308,41 @@ class ParentCheckpointMissingError(PgSaverError):
         )
 
 
+class ThreadDeletedError(ParentCheckpointMissingError):
+    """A put or put_writes of a run that started before its thread was deleted
+    (``delete_thread``, ``prune(strategy="delete")``, ``retention``, the CLI's ``delete``):
+    refused, so that the deleted thread does not come back. Nothing was written (writes of the
+    refused checkpoint that came first were deleted too).
+
+    A subclass of :class:`ParentCheckpointMissingError` (the run's parent checkpoint is gone):
+    code that handles that handles this. ``operation`` (``put`` or ``put_writes``),
+    ``thread_id``, ``checkpoint_ns``, ``checkpoint_id`` (the checkpoint the put's parent or the
+    writes belong to; also ``parent_id``), ``deleted_at`` (the delete's time, as the server
+    said it). A new run on the same thread id (no parent: ``invoke`` with input) works."""
+
+    def __init__(
+        self,
+        operation: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        deleted_at: str,
+    ) -> None:
+        self.operation = operation
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_id = checkpoint_id
+        self.checkpoint_id = checkpoint_id
+        self.deleted_at = deleted_at
+        PgSaverError.__init__(
+            self,
+            f"{operation}: thread {thread_id!r} was deleted at {deleted_at} while a run on it "
+            f"went on: its checkpoint {checkpoint_id!r} (namespace {checkpoint_ns!r}) is gone, "
+            "and this late write was refused so that the deleted thread does not come back; "
+            "nothing was written. A new run on the thread id starts afresh (invoke with input)",
+        )
+
+
 class ReadOnlyError(PgSaverError):
     """A write on a read-only server (a hot standby, a read replica, a database or role with
     ``default_transaction_read_only``), or on a saver or store made with ``read_only=True``,

@@ -129,7 +129,7 @@ WITH {_guard}, parent AS (
     SELECT 1 AS ok FROM guard
     WHERE (EXISTS (SELECT 1 FROM parent)
        OR NOT EXISTS (SELECT 1 FROM {blob_rows} WHERE b.type = 'empty')
-          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept))
+          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept) AND {_orphan_live})
       AND {claim}
 ), new_blobs AS (
     {_put_blobs}
@@ -138,6 +138,16 @@ WITH {_guard}, parent AS (
 {_put_row}
 {_put_row_upsert}
 RETURNING {_put_status}
+
+-- name: _orphan_live
+-- put_orphan's last condition: no record of migration 0018 says the thread was deleted after the
+-- parent was stored (a run that started before the delete). Nothing is stored then, and the saver
+-- reads the record to raise ThreadDeletedError (refuse_checkpoint).
+NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_deleted_threads AS d
+            WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s)
+
+-- name: _orphan_live__nodeleted
+true
 
 -- name: _put_status
 -- What put, put_new and put_orphan return for the row they stored (none when they stored none):
@@ -309,13 +319,34 @@ SELECT {schema}.pgsaver_put_writes(
 
 -- name: _writes_insert
 -- run_id: the run of the call's config (checkpoint/keys.run_id_of), as put stores it for checkpoints.
-WITH {_guard}
+WITH {_guard}, {_writes_live}
 INSERT INTO {schema}.pgsaver_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob, run_id
 )
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
        w.idx, w.channel, w.type, w.blob, %(run_id)s::text
-FROM guard, {write_rows}
+FROM live, {write_rows}
+
+-- name: _writes_live
+-- put_writes' CTE live: guard's row once migration 0018's pgsaver_check_deleted let the writes in
+-- (it raises LGD01 for a checkpoint of a deleted thread, docs/guide.md "Deleting a thread while a
+-- run goes on"). Filtering guard's row, it runs after the lock is held, with its own snapshot.
+live AS (
+    SELECT 1 FROM guard
+    WHERE {schema}.pgsaver_check_deleted(
+              %(thread_id)s::text, %(checkpoint_ns)s::text, %(checkpoint_id)s::text)
+)
+
+-- name: _writes_live__citus
+-- On Citus no check in the statement (a function reading distributed tables cannot run in a
+-- statement on a shard): the writes there go through migration 0018's pgsaver_put_writes, which
+-- Citus runs on the thread's worker and which checks; this statement runs only where that
+-- function cannot be called.
+live AS (SELECT 1 FROM guard)
+
+-- name: _writes_live__nodeleted
+-- Without migration 0018 (this release before its setup()): no record to check.
+live AS (SELECT 1 FROM guard)
 
 -- name: _write_arrays
 -- The writes as arrays, for any number and special channels (their own idx); up to
@@ -935,7 +966,9 @@ ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_path, w.task_id, 
 SELECT {schema}.pgsaver_delete_thread(%(thread_id)s::text)
 
 -- name: delete_thread
-WITH deleted_blobs AS (
+-- The thread's rows, the delete recorded first (_record_deleted: the record sees the checkpoints
+-- the deletes remove, all reading one snapshot).
+WITH {_record_deleted}, deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs WHERE thread_id = %(thread_id)s
 ), deleted_elements AS (
     DELETE FROM {schema}.pgsaver_elements WHERE thread_id = %(thread_id)s
@@ -952,6 +985,70 @@ WITH deleted_blobs AS (
     DELETE FROM {schema}.pgsaver_writes WHERE thread_id = %(thread_id)s
 )
 DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id = %(thread_id)s
+
+-- name: _record_deleted
+-- Migration 0018's record of a delete (CTE recorded): the thread and the newest checkpoint id it
+-- holds, in any namespace; nothing for a thread without checkpoints. A thread deleted again keeps
+-- the newer id, and the new time (EXCLUDED's default: Citus allows no now() in DO UPDATE).
+recorded AS (
+    INSERT INTO {schema}.pgsaver_deleted_threads AS d (thread_id, last_checkpoint_id)
+    SELECT c.thread_id, max(c.checkpoint_id) FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(thread_id)s GROUP BY c.thread_id
+    {_recorded_again}
+)
+
+-- name: _record_deleted__nodeleted
+recorded AS (SELECT 1)
+
+-- name: _recorded_again
+ON CONFLICT (thread_id) DO UPDATE SET
+    last_checkpoint_id = greatest(d.last_checkpoint_id, EXCLUDED.last_checkpoint_id),
+    deleted_at = EXCLUDED.deleted_at
+
+-- name: record_deleted
+-- delete_thread in short statements (lifecycle.delete_thread, after a statement_timeout): the
+-- record, under the thread's lock, before the deletes.
+WITH {_record_deleted}
+SELECT 1
+
+-- name: refuse_checkpoint
+-- After put_orphan stored nothing, under the thread's exclusive lock: the record of a delete
+-- that came after the put's parent was stored (none: the parent is missing for another reason).
+-- The record now covers this checkpoint too, so its writes are refused as well; those that came
+-- before it (put_writes may run first) are deleted by refused_writes. Returns the delete's time.
+UPDATE {schema}.pgsaver_deleted_threads AS d
+SET last_checkpoint_id = greatest(d.last_checkpoint_id, %(checkpoint_id)s::text)
+WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s
+RETURNING d.deleted_at
+
+-- name: refused_writes
+-- The writes of a checkpoint refuse_checkpoint refused, deleted in the same transaction.
+DELETE FROM {schema}.pgsaver_writes AS w
+WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
+  AND w.checkpoint_id = %(checkpoint_id)s
+
+-- name: forget_deleted
+-- Retention's last step: the records of deletes older than %(keep)s, at most %(batch)s per
+-- statement (oldest first).
+WITH doomed AS (
+    SELECT d.thread_id FROM {schema}.pgsaver_deleted_threads AS d
+    WHERE d.deleted_at < now() - %(keep)s::interval
+    ORDER BY d.deleted_at LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {schema}.pgsaver_deleted_threads AS d
+    WHERE d.thread_id IN (SELECT thread_id FROM doomed)
+    RETURNING 1
+)
+SELECT count(*) FROM gone
+
+-- name: forget_deleted__citus
+-- On Citus, one statement on every shard (no LIMIT over distributed rows): the records are small.
+WITH gone AS (
+    DELETE FROM {schema}.pgsaver_deleted_threads AS d
+    WHERE d.deleted_at < now() - %(keep)s::interval
+    RETURNING 1
+)
+SELECT count(*) FROM gone
 
 -- name: refresh_status
 -- A thread's status row set again from what is stored (migration 0014), after a job changed its
@@ -1264,17 +1361,18 @@ VALUES (%(version)s, %(name)s, %(additive)s)
 -- name: citus_installed
 -- Whether this database has the citus extension: setup() then distributes the schema
 -- (citus_distribute), and the driver sends the forms of our statements that Citus routes to the
--- thread's worker (docs/scaling.md); and whether migration 0015's table is there (first_check
--- says why).
+-- thread's worker (docs/scaling.md); and whether migrations 0015's and 0018's tables are there
+-- (first_check says why).
 SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'),
-       to_regclass('{schema}.pgsaver_elements') IS NOT NULL
+       to_regclass('{schema}.pgsaver_elements') IS NOT NULL,
+       to_regclass('{schema}.pgsaver_deleted_threads') IS NOT NULL
 
 -- name: _citus_tables
 -- Our tables that Citus distributes by thread_id, co-located with the checkpoints (the first),
 -- in the order they are distributed. The store's tables stay on the coordinator and the
 -- migrations table is a reference table (docs/scaling.md, "What setup() distributes").
 ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_imports',
-      'pgsaver_thread_status', 'pgsaver_elements']
+      'pgsaver_thread_status', 'pgsaver_elements', 'pgsaver_deleted_threads']
 
 -- name: _citus_functions
 -- Our functions Citus runs where the thread's rows are: each of the schema's functions with a
@@ -1949,8 +2047,8 @@ WITH chosen AS (
     RETURNING pg_column_size(pgsaver_writes.*) AS size
 ), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
-    RETURNING thread_id, pg_column_size(pgsaver_checkpoints.*) AS size
-), {_gone_elements}
+    RETURNING thread_id, checkpoint_id, pg_column_size(pgsaver_checkpoints.*) AS size
+), {_gone_elements}, {_records_gone}
 {_report_gone},
        -- the threads deleted, sorted: a retention job prunes the others it found idle (written since)
        ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
@@ -1983,14 +2081,26 @@ WITH chosen AS MATERIALIZED (
     RETURNING 1
 ), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints WHERE thread_id IN (SELECT thread_id FROM chosen)
-    RETURNING thread_id
-)
+    RETURNING thread_id, checkpoint_id
+), {_records_gone}
 SELECT (SELECT count(DISTINCT thread_id) FROM gone),
        (SELECT count(*) FROM gone),
        (SELECT count(*) FROM gone_writes),
        (SELECT count(*) FROM gone_blobs),
        CASE WHEN (SELECT count(*) FROM gone) > 0 THEN (SELECT bytes FROM sized) ELSE 0 END,
        ARRAY(SELECT DISTINCT thread_id FROM gone ORDER BY 1)
+
+-- name: _records_gone
+-- delete_threads' CTE recorded: migration 0018's record of each thread deleted (_record_deleted),
+-- from the checkpoints the CTE gone deleted.
+recorded AS (
+    INSERT INTO {schema}.pgsaver_deleted_threads AS d (thread_id, last_checkpoint_id)
+    SELECT g.thread_id, max(g.checkpoint_id) FROM gone AS g GROUP BY g.thread_id
+    {_recorded_again}
+)
+
+-- name: _records_gone__nodeleted
+recorded AS (SELECT 1)
 
 -- name: _report_gone
 -- A lifecycle report from the CTEs gone (thread_id, size), gone_writes (size), gone_blobs (size)
@@ -2780,7 +2890,8 @@ SELECT pg_backend_pid()
 -- the citus extension: such a connection prepares nothing either, and sends the calls of our
 -- functions, which Citus runs on the thread's worker (docs/scaling.md); and whether migration
 -- 0015's table is there (without it, the statements that read no parts: the __nolists forms);
--- and whether the node cache's table is at least %(cache_pages)s pages (TRUSTED_CACHE_PAGES).
+-- whether the node cache's table is at least %(cache_pages)s pages (TRUSTED_CACHE_PAGES); and
+-- whether migration 0018's record of deleted threads is there (the __nodeleted forms without it).
 SELECT pg_backend_pid(),
        (SELECT count(*) = 3 FROM unnest(ARRAY[
             to_regclass('{schema}.pgsaver_checkpoints'), to_regclass('{schema}.pgsaver_blobs'),
@@ -2791,7 +2902,8 @@ SELECT pg_backend_pid(),
        EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'),
        to_regclass('{schema}.pgsaver_elements') IS NOT NULL,
        coalesce(pg_relation_size(to_regclass('{schema}.pgsaver_cache'))
-                >= %(cache_pages)s::bigint * current_setting('block_size')::bigint, false)
+                >= %(cache_pages)s::bigint * current_setting('block_size')::bigint, false),
+       to_regclass('{schema}.pgsaver_deleted_threads') IS NOT NULL
 
 -- name: in_recovery
 -- After a write the server refused as read-only (SQLSTATE 25006): whether it is a standby (in
@@ -2803,7 +2915,7 @@ SELECT pg_is_in_recovery()
 -- function (docs/guide.md, "Roles without DDL rights"). Names the tables of this schema; never fails on a missing one.
 SELECT t.name, p.privilege
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_elements', 'pgsaver_writes',
-                  'pgsaver_store', 'pgsaver_cache']) AS t(name)
+                  'pgsaver_deleted_threads', 'pgsaver_store', 'pgsaver_cache']) AS t(name)
 CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p(privilege)
 WHERE to_regclass(quote_ident(%(schema)s) || '.' || t.name) IS NOT NULL
   AND NOT has_table_privilege(to_regclass(quote_ident(%(schema)s) || '.' || t.name), p.privilege)

@@ -44,9 +44,8 @@ class SaverBase(BaseCheckpointSaver[str]):
         self._list_storage = _elements.check_storage(list_storage)
         # the statements for one server, and for a database with citus (chosen by the driver's
         # state: shared by the clones LangGraph makes, found once per saver); those for a schema
-        # without migration 0015 made when first needed
+        # an older release migrated made when first needed (queries_for keeps them)
         self._queries = (queries_for(schema), queries_for(schema, citus=True))
-        self._queries_nolists: dict[bool, Queries] = {}
         if not isinstance(single_writer, bool):
             raise TypeError(f"single_writer must be a bool, not {type(single_writer).__name__}")
         self.single_writer = single_writer
@@ -61,18 +60,18 @@ class SaverBase(BaseCheckpointSaver[str]):
     @property
     def _q(self) -> Queries:
         """The statements for this database: Citus's forms once the driver found citus there;
-        those that read no parts on a schema without migration 0015 (before this release's
-        setup())."""
+        those that read no parts on a schema without migration 0015, and those that record no
+        deletes on one without 0018 (before this release's setup())."""
         state = self._driver.state
         citus = state.citus is True
-        if state.lists is not False:
+        if state.lists is not False and state.deleted is not False:
             return self._queries[citus]
-        found = self._queries_nolists.get(citus)
-        if found is None:
-            found = self._queries_nolists[citus] = queries_for(
-                self._queries[0].schema, citus=citus, lists=False
-            )
-        return found
+        return queries_for(
+            self._queries[0].schema,
+            citus=citus,
+            lists=state.lists is not False,
+            deleted=state.deleted is not False,
+        )
 
     @property
     def _stores_elements(self) -> bool:

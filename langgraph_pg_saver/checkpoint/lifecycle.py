@@ -8,8 +8,8 @@ drive the same generators, so the logic exists once and is tested once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -41,6 +41,9 @@ from langgraph_pg_saver.errors import (
 DEFAULT_BATCH = 1000
 DEFAULT_THREAD_BATCH = 100
 DEFAULT_LOCK_TIMEOUT = 5.0
+#: how long retention keeps the record of a delete (migration 0018): a run still going when its
+#: thread was deleted is refused for this long; after it, a late write may recreate the thread
+DEFAULT_KEEP_DELETED = timedelta(days=7)
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
@@ -367,11 +370,50 @@ def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
     def deletes(rows: Rows) -> Step:
         return _in_batches(_batch_queries(q)["clear"], {"target": tid}, batch, counts, last)
 
-    yield Step(locked(q, [tid]), then=deletes)
+    # the delete recorded first (migration 0018), from the checkpoints it is about to remove
+    record = (Stmt(q["record_deleted"], {"thread_id": tid}),) if q.deleted else ()
+    yield Step((*locked(q, [tid]), *record), then=deletes)
     checkpoints, writes, blobs = counts
     return Report(
         threads=1 if checkpoints else 0, checkpoints=checkpoints, writes=writes, blobs=blobs
     )
+
+
+def refuse_checkpoint(q: Queries, params: Mapping[str, Any]) -> Steps:
+    """After put_orphan stored nothing (put's parent is missing): under the thread's exclusive
+    lock, whether a delete recorded since the parent was stored explains it (migration 0018).
+    If so, the record is raised to cover the refused checkpoint (its writes are refused too) and
+    the writes that came before it are deleted; returns the delete's time. None: no delete
+    explains it (a prune, a failover) and nothing changed."""
+    keys = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+    args = {k: params[k] for k in keys}
+    found: list[Rows] = []
+
+    def refused(rows: Rows) -> Step | None:
+        found[:] = [rows]
+        return Step((Stmt(q["refused_writes"], args),)) if rows else None
+
+    yield Step(locked(q, [args["thread_id"]], Stmt(q["refuse_checkpoint"], args)), then=refused)
+    rows = found[0] if found else []
+    return rows[0][0] if rows else None
+
+
+def deleted_time(at: object) -> str:
+    """A delete's time as ThreadDeletedError gives it: ISO 8601, as the server's JSON has it."""
+    return at.isoformat() if isinstance(at, datetime) else str(at)
+
+
+def forget_deleted(q: Queries, keep: timedelta, batch: int = DEFAULT_BATCH) -> Steps:
+    """Retention's last step: the records of deletes (migration 0018) older than ``keep``,
+    ``batch`` per statement; returns how many went."""
+    forgotten = 0
+    params = {"keep": keep, "batch": batch}
+    while True:
+        rows = yield Step((Stmt(q["forget_deleted"], params),))
+        n = int(rows[0][0]) if rows else 0
+        forgotten += n
+        if q.citus or n < batch:
+            return forgotten
 
 
 def copy_thread(
@@ -886,9 +928,11 @@ def retention(
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
     start_after: str = "",
     progress: Callable[[Report], None] | None = None,
+    keep_deleted: timedelta | None = None,
 ) -> Steps:
     """Walk every thread in id order, in batches: delete threads idle longer than ``idle_for``, and keep
-    the newest ``keep_last`` checkpoints (plus DeltaChannel ancestry) of the others."""
+    the newest ``keep_last`` checkpoints (plus DeltaChannel ancestry) of the others. Last (not in
+    a dry run), forget the records of deletes older than ``keep_deleted`` (None: keep them)."""
     if keep_last is None and idle_for is None:
         raise InvalidInputError("retention needs keep_last=N, idle_for=timedelta(...), or both")
     if idle_for is not None and (not isinstance(idle_for, timedelta) or idle_for <= timedelta(0)):
@@ -897,6 +941,12 @@ def retention(
         isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1
     ):
         raise InvalidInputError(f"keep_last must be a positive int, not {keep_last!r}")
+    if keep_deleted is not None and (
+        not isinstance(keep_deleted, timedelta) or keep_deleted < timedelta(0)
+    ):
+        raise InvalidInputError(
+            f"keep_deleted must be a datetime.timedelta of zero or more, or None, not {keep_deleted!r}"
+        )
     thread_batch = batch_size(thread_batch)
     batch_size(batch)  # checked before anything runs, not only when keep_last first needs it
     total = Report(dry_run=dry_run, last_thread_id=start_after or None)
@@ -948,4 +998,6 @@ def retention(
         total.last_thread_id = after
         if progress is not None:
             progress(dataclasses.replace(total))
+    if keep_deleted is not None and not dry_run and q.deleted:
+        yield from forget_deleted(q, keep_deleted, batch)
     return total

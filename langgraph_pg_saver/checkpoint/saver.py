@@ -51,6 +51,7 @@ from langgraph_pg_saver.errors import (
     ParentCheckpointMissingError,
     PrivilegeError,
     StatementTimeoutError,
+    ThreadDeletedError,
 )
 
 
@@ -434,6 +435,18 @@ class PostgresSaver(PoolOwner, SaverBase):
             orphan = self._driver.run(self._put_orphan_call(put, metadata))
             if orphan is None:
                 p = put.params
+                at = None
+                if self._q.deleted:
+                    # whether the thread was deleted after the parent was stored (migration 0018)
+                    at = self._driver.drive(_lifecycle.refuse_checkpoint(self._q, p))
+                if at is not None:
+                    raise ThreadDeletedError(
+                        "put",
+                        p["thread_id"],
+                        p["checkpoint_ns"],
+                        p["parent_checkpoint_id"],
+                        _lifecycle.deleted_time(at),
+                    )
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
@@ -758,6 +771,7 @@ class PostgresSaver(PoolOwner, SaverBase):
         lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
         start_after: str = "",
         progress: Callable[[Report], None] | None = None,
+        keep_deleted: timedelta | None = _lifecycle.DEFAULT_KEEP_DELETED,
     ) -> Report:
         """Bound table growth: delete threads idle longer than ``idle_for`` and keep only the newest
         ``keep_last`` checkpoints of each namespace of the others (plus DeltaChannel ancestry).
@@ -768,6 +782,9 @@ class PostgresSaver(PoolOwner, SaverBase):
         nothing. An interrupted run resumes with ``start_after=report.last_thread_id``. Of the
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
+        Last (not in a dry run), the records of deletes older than ``keep_deleted`` are forgotten:
+        a run still going when its thread was deleted is refused while the record is kept
+        (``ThreadDeletedError``; None keeps the records).
         """
         self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
@@ -784,6 +801,7 @@ class PostgresSaver(PoolOwner, SaverBase):
                 lock_timeout=lock_timeout,
                 start_after=start_after,
                 progress=progress,
+                keep_deleted=keep_deleted,
             )
         )
         return report

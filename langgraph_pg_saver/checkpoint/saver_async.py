@@ -60,6 +60,7 @@ from langgraph_pg_saver.errors import (
     ParentCheckpointMissingError,
     PrivilegeError,
     StatementTimeoutError,
+    ThreadDeletedError,
 )
 
 # isort: off
@@ -491,6 +492,18 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             orphan = await self._driver.run(self._put_orphan_call(put, metadata))
             if orphan is None:
                 p = put.params
+                at = None
+                if self._q.deleted:
+                    # whether the thread was deleted after the parent was stored (migration 0018)
+                    at = await self._driver.drive(_lifecycle.refuse_checkpoint(self._q, p))
+                if at is not None:
+                    raise ThreadDeletedError(
+                        "put",
+                        p["thread_id"],
+                        p["checkpoint_ns"],
+                        p["parent_checkpoint_id"],
+                        _lifecycle.deleted_time(at),
+                    )
                 raise ParentCheckpointMissingError(
                     p["thread_id"], p["checkpoint_ns"], p["parent_checkpoint_id"]
                 )
@@ -817,6 +830,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         lock_timeout: float | None = _lifecycle.DEFAULT_LOCK_TIMEOUT,
         start_after: str = "",
         progress: Callable[[Report], None] | None = None,
+        keep_deleted: timedelta | None = _lifecycle.DEFAULT_KEEP_DELETED,
     ) -> Report:
         """Bound table growth: delete threads idle longer than ``idle_for`` and keep only the newest
         ``keep_last`` checkpoints of each namespace of the others (plus DeltaChannel ancestry).
@@ -827,6 +841,9 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         nothing. An interrupted run resumes with ``start_after=report.last_thread_id``. Of the
         ``thread_ids`` given (after ``start_after``), those that hold no checkpoint when the job
         starts are no error: they are left alone and named in the report's ``missing``.
+        Last (not in a dry run), the records of deletes older than ``keep_deleted`` are forgotten:
+        a run still going when its thread was deleted is refused while the record is kept
+        (``ThreadDeletedError``; None keeps the records).
         """
         await self._driver.find_citus()  # the statements' forms for this database
         if not dry_run:
@@ -843,6 +860,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                 lock_timeout=lock_timeout,
                 start_after=start_after,
                 progress=progress,
+                keep_deleted=keep_deleted,
             )
         )
         return report

@@ -40,6 +40,7 @@ from langgraph_pg_saver.db.policy import (
     KEEP_CURSOR_MAX_BYTES,
     LOST_RACE,
     READ_ONLY,
+    THREAD_DELETED,
     WATCHDOG,
     Params,
     Row,
@@ -68,6 +69,7 @@ from langgraph_pg_saver.db.policy import (
     server_timeout_error,
     statement_timeout_error,
     target_of,
+    thread_deleted_error,
     timeout_error,
     uses_function,
 )
@@ -412,6 +414,7 @@ class AsyncDriver:
         if row is not None:
             self.state.citus = bool(row[3])
             self.state.lists = bool(row[4])
+            self.state.deleted = bool(row[6])
         if self.state.citus:
             # Citus: the calls of our functions, which it delegates to the thread's worker, and
             # nothing prepared (docs/scaling.md)
@@ -432,6 +435,7 @@ class AsyncDriver:
             row = await cur.fetchone()
         self.state.citus = bool(row and row[0])
         self.state.lists = bool(row and row[1])
+        self.state.deleted = bool(row and row[2])
 
     async def find_citus(self) -> bool:
         """``State.citus``, asked of the server if not known yet (a statement rendered before
@@ -520,6 +524,8 @@ class AsyncDriver:
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate == LOST_RACE:
             raise concurrent_update_error(exc) from exc
+        if sqlstate == THREAD_DELETED:
+            raise thread_deleted_error(exc) from exc
         if sqlstate == READ_ONLY:
             raise read_only_error(
                 self.owner, exc, self.server(), standby=await self._in_recovery()

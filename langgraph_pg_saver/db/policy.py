@@ -30,6 +30,7 @@ from langgraph_pg_saver.errors import (
     ReadOnlyError,
     SaverClosedError,
     StatementTimeoutError,
+    ThreadDeletedError,
 )
 
 Row = tuple[Any, ...]
@@ -225,6 +226,7 @@ class State:
         "active",
         "citus",
         "closed",
+        "deleted",
         "functions",
         "inflight",
         "lists",
@@ -248,6 +250,9 @@ class State:
         #: whether the schema has migration 0015's pgsaver_elements (None: not known yet; found
         #: with citus): without it, the statements that read no parts, and lists stored whole
         self.lists: bool | None = None
+        #: whether the schema has migration 0018's pgsaver_deleted_threads (None: not known
+        #: yet; found with lists): without it, deletes record nothing and writes check nothing
+        self.deleted: bool | None = None
         #: whether to call the server-side functions of migrations 0006 and 0007 where nothing is
         #: prepared; False once a call found one missing or not executable (the statements then)
         self.functions = True
@@ -474,6 +479,23 @@ def concurrent_update_error(exc: Any) -> ConcurrentUpdateError:
         newest,
         child,
     )
+
+
+#: migration 0018's pgsaver_check_deleted: writes of a thread deleted after their checkpoint
+THREAD_DELETED = "LGD01"
+
+
+def thread_deleted_error(exc: Any, operation: str = "put_writes") -> ThreadDeletedError:
+    """The ThreadDeletedError for pgsaver_check_deleted's exception (its DETAIL is the record as
+    JSON)."""
+    try:
+        found = json.loads(exc.diag.message_detail)
+        detail = found if isinstance(found, dict) else {}
+    except (TypeError, ValueError, AttributeError):
+        detail = {}
+    keys = ("thread_id", "checkpoint_ns", "checkpoint_id", "deleted_at")
+    thread, ns, checkpoint, at = (str(detail.get(k) or "") for k in keys)
+    return ThreadDeletedError(operation, thread, ns, checkpoint, at)
 
 
 class Watchdog:

@@ -161,6 +161,7 @@ def _migrate_once(driver: Driver, *, check: bool) -> bool | None:
                     prepare=False,
                 )
     driver.state.lists = True  # migration 0015 is applied (committed)
+    driver.state.deleted = True  # and 0018
     return None
 
 
@@ -182,6 +183,7 @@ def _distribute(driver: Driver, *, check: bool, required: bool) -> None:
         row = cur.fetchone()
         driver.state.citus = bool(row and row[0])
         driver.state.lists = bool(row and row[1])
+        driver.state.deleted = bool(row and row[2])
         if not (row and row[0]):
             if required:
                 raise _no_citus(driver)

@@ -170,6 +170,7 @@ async def _migrate_once(driver: AsyncDriver, *, check: bool) -> bool | None:
                     prepare=False,
                 )
     driver.state.lists = True  # migration 0015 is applied (committed)
+    driver.state.deleted = True  # and 0018
     return None
 
 
@@ -191,6 +192,7 @@ async def _distribute(driver: AsyncDriver, *, check: bool, required: bool) -> No
         row = await cur.fetchone()
         driver.state.citus = bool(row and row[0])
         driver.state.lists = bool(row and row[1])
+        driver.state.deleted = bool(row and row[2])
         if not (row and row[0]):
             if required:
                 raise _no_citus(driver)

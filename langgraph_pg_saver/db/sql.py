@@ -124,6 +124,8 @@ def _kind(name: str, text: bytes, schema: str) -> bytes:
 CITUS_SUFFIX = "__citus"
 #: ... and on a schema without migration 0015's table (Queries(lists=False))
 NOLISTS_SUFFIX = "__nolists"
+#: ... and on a schema without migration 0018's record of deleted threads (Queries(deleted=False))
+NODELETED_SUFFIX = "__nodeleted"
 WHERE_FRAGMENTS = ("thread", "ns", "id", "before", "filter", "after")
 #: row slots: how a statement's rows travel, as arrays or as a VALUES list of scalar rows; for each,
 #: the fragment of the arrays, the VALUES wrapper (with its own {rows} slot) and one row (with {i})
@@ -260,7 +262,9 @@ class Queries:
       ``{write_rows}`` with the rows as arrays or as a VALUES list of a given length.
     """
 
-    def __init__(self, schema: str, *, citus: bool = False, lists: bool = True) -> None:
+    def __init__(
+        self, schema: str, *, citus: bool = False, lists: bool = True, deleted: bool = True
+    ) -> None:
         self.schema = validate_schema(schema)
         #: the statements for a database with the citus extension: each query or fragment
         #: ``x__citus`` of queries.sql stands in for ``x`` (what Citus routes by thread)
@@ -268,10 +272,18 @@ class Queries:
         #: False: the statements for a schema without migration 0015's pgsaver_elements (this
         #: release before its setup()): each ``x__nolists`` stands in for ``x``
         self.lists = lists
+        #: False: the statements for a schema without migration 0018's pgsaver_deleted_threads
+        #: (each ``x__nodeleted`` stands in for ``x``): deletes record nothing, writes check
+        #: nothing. A schema without 0015 has no 0018 either.
+        self.deleted = deleted and lists
         # the identifier is validated above; Identifier adds the quoting
         self.schema_sql = sql.Identifier(self.schema).as_string()
         raw = dict(raw_queries())
-        for suffix, used in ((CITUS_SUFFIX, citus), (NOLISTS_SUFFIX, not lists)):
+        for suffix, used in (
+            (CITUS_SUFFIX, citus),
+            (NODELETED_SUFFIX, not self.deleted),
+            (NOLISTS_SUFFIX, not lists),
+        ):
             for name in [n for n in raw if n.endswith(suffix)]:
                 text = raw.pop(name)
                 if used:
@@ -459,5 +471,7 @@ class Queries:
 
 
 @functools.cache
-def queries_for(schema: str, *, citus: bool = False, lists: bool = True) -> Queries:
-    return Queries(schema, citus=citus, lists=lists)
+def queries_for(
+    schema: str, *, citus: bool = False, lists: bool = True, deleted: bool = True
+) -> Queries:
+    return Queries(schema, citus=citus, lists=lists, deleted=deleted)
