@@ -108,29 +108,29 @@ SELECT {schema}.pgsaver_put(
 -- commits). A parent that is there after all (stored meanwhile) is locked and used as by put.
 -- Only this rare path pays the second statement; put itself stays as lean as it was.
 WITH {_guard}, parent AS (
-    SELECT 1 FROM {schema}.pgsaver_checkpoints AS p
-    WHERE (SELECT count(*) FROM guard) = 1
-      AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
-      AND p.checkpoint_id = %(parent_checkpoint_id)s
-    FOR KEY SHARE OF p
+  SELECT 1 FROM {schema}.pgsaver_checkpoints p
+  WHERE (SELECT count(*) FROM guard) = 1
+    AND p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(checkpoint_ns)s
+    AND p.checkpoint_id = %(parent_checkpoint_id)s
+  FOR KEY SHARE OF p
 ), needed AS (
-    SELECT e.key, e.value FROM jsonb_each_text(%(channel_versions)s::jsonb) AS e
-    WHERE (SELECT count(*) FROM guard) = 1
-      AND e.key NOT IN (SELECT b.channel FROM {blob_rows})
+  SELECT e.key, e.value FROM jsonb_each_text(%(channel_versions)s::jsonb) e
+  WHERE (SELECT count(*) FROM guard) = 1
+    AND e.key NOT IN (SELECT b.channel FROM {blob_rows})
 ), kept AS (
-    SELECT 1 FROM needed AS n
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM {schema}.pgsaver_blobs AS bl
-        WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(checkpoint_ns)s
-          AND bl.channel = n.key AND bl.version = n.value AND bl.type <> 'empty'
-        FOR KEY SHARE OF bl
-    ) AS x
+  SELECT 1 FROM needed n
+  CROSS JOIN LATERAL (
+    SELECT 1 FROM {schema}.pgsaver_blobs bl
+    WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(checkpoint_ns)s
+      AND bl.channel = n.key AND bl.version = n.value AND bl.type <> 'empty'
+    FOR KEY SHARE OF bl
+  ) x
 ), allowed AS (
-    SELECT 1 AS ok FROM guard
-    WHERE (EXISTS (SELECT 1 FROM parent)
-       OR NOT EXISTS (SELECT 1 FROM {blob_rows} WHERE b.type = 'empty')
-          AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept) AND {_orphan_live})
-      AND {claim}
+  SELECT 1 FROM guard
+  WHERE (EXISTS (SELECT 1 FROM parent)
+     OR NOT EXISTS (SELECT 1 FROM {blob_rows} WHERE b.type = 'empty')
+        AND (SELECT count(*) FROM needed) = (SELECT count(*) FROM kept) AND {_orphan_live})
+    AND {claim}
 ), new_blobs AS (
     {_put_blobs}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
@@ -143,8 +143,8 @@ RETURNING {_put_status}
 -- put_orphan's last condition: no record of migration 0018 says the thread was deleted after the
 -- parent was stored (a run that started before the delete). Nothing is stored then, and the saver
 -- reads the record to raise ThreadDeletedError (refuse_checkpoint).
-NOT EXISTS (SELECT 1 FROM {schema}.pgsaver_deleted_threads AS d
-            WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s)
+NOT EXISTS (SELECT FROM {schema}.pgsaver_deleted_threads d
+ WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s)
 
 -- name: _orphan_live__nodeleted
 true

@@ -31,6 +31,7 @@ from langgraph_pg_saver import (
 )
 from langgraph_pg_saver.checkpoint import lifecycle as _lifecycle
 from langgraph_pg_saver.db import migrate
+from langgraph_pg_saver.db.steps import Stmt
 
 WORKER = [
     sys.executable,
@@ -239,8 +240,12 @@ def test_a_write_waiting_on_the_delete_is_refused(saver: PostgresSaver, db_dsn: 
     last = fill(saver, tid)
     outcome: list[BaseException | None] = []
     with psycopg.connect(db_dsn) as holder:
-        # the delete, by the function, its transaction left open (it holds the lock)
-        holder.execute("SELECT pgsaver_delete_thread(%s)", (tid,))
+        # the delete under the thread's lock, as the lifecycle jobs take it (on Citus, on the
+        # thread's worker), its transaction left open
+        q = saver._q
+        delete = Stmt(q["delete_thread"], {"thread_id": tid})
+        for stmt in _lifecycle.locked(q, [tid], delete):
+            holder.execute(stmt.query, stmt.params)
 
         def write() -> None:
             try:

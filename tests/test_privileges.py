@@ -23,7 +23,7 @@ TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
 RUNTIME_GRANTS = (
     "GRANT USAGE ON SCHEMA public TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, pgsaver_writes,"
-    " pgsaver_elements TO {role}",
+    " pgsaver_elements, pgsaver_deleted_threads TO {role}",
     "GRANT SELECT ON pgsaver_migrations TO {role}",
 )
 
@@ -109,6 +109,9 @@ async def test_async_graphs_run_under_the_runtime_role(runtime: tuple[str, str])
         ("pgsaver_blobs", "SELECT", lambda s, st, cp: s.get_tuple(st)),
         # every read of values names the parts' table (list_storage="elements" or not)
         ("pgsaver_elements", "SELECT", lambda s, st, cp: s.get_tuple(st)),
+        # a delete is recorded (migration 0018), and writes read the records
+        ("pgsaver_deleted_threads", "INSERT", lambda s, st, cp: s.delete_thread("p")),
+        ("pgsaver_deleted_threads", "SELECT", lambda s, st, cp: s.put_writes(st, [("a", 2)], "t")),
         # a put stored again (a retry) takes the new row: an upsert, which needs UPDATE
         ("pgsaver_checkpoints", "UPDATE", lambda s, st, cp: s.put(config("p"), cp, {}, {"a": 1})),
     ],
@@ -145,7 +148,7 @@ def test_migration_0015_gives_the_parts_to_whoever_has_the_values(db_dsn: str) -
             f" pgsaver_writes TO {role}"
         )
         admin.execute(f"GRANT SELECT ON pgsaver_migrations TO {role}")
-        admin.execute(f"REVOKE ALL ON pgsaver_elements FROM {role}")
+        admin.execute(f"REVOKE ALL ON pgsaver_elements, pgsaver_deleted_threads FROM {role}")
         assert admin.execute(
             "SELECT has_table_privilege(%s, 'pgsaver_elements', 'SELECT')", (role,)
         ).fetchone() == (False,)
@@ -157,6 +160,11 @@ def test_migration_0015_gives_the_parts_to_whoever_has_the_values(db_dsn: str) -
             (role,),
         ).fetchone()
         assert granted == (["DELETE", "INSERT", "SELECT", "UPDATE"],)
+        # and migration 0018 (the record of deletes) the same way
+        admin.execute(q.migration(next(m for m in migrations() if m.version == 18)))
+        assert admin.execute(
+            "SELECT has_table_privilege(%s, 'pgsaver_deleted_threads', 'INSERT')", (role,)
+        ).fetchone() == (True,)
     params = conninfo_to_dict(db_dsn)
     params["user"] = role
     try:

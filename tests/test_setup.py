@@ -33,6 +33,7 @@ TABLES = {
     "pgsaver_thread_status",
     "pgsaver_elements",
     "pgsaver_cache",
+    "pgsaver_deleted_threads",
 }
 
 

@@ -47,7 +47,7 @@ def long_dsn(db_dsn: str) -> Iterator[tuple[str, str]]:
         admin.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
         admin.execute(
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON pgsaver_checkpoints, pgsaver_blobs, "
-            f"pgsaver_elements, pgsaver_writes, pgsaver_migrations TO {role}"
+            f"pgsaver_elements, pgsaver_writes, pgsaver_migrations, pgsaver_deleted_threads TO {role}"
         )
         admin.execute(f"ALTER ROLE {role} SET statement_timeout = '250ms'")
     params = conninfo_to_dict(db_dsn)

@@ -32,7 +32,7 @@ def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     raw = _sql.raw_queries()
     # a Citus form stands in for its namesake (Queries(citus=True)), which must exist; so does
     # a form for a schema without migration 0015 (Queries(lists=False))
-    for suffix in (_sql.CITUS_SUFFIX, _sql.NOLISTS_SUFFIX):
+    for suffix in (_sql.CITUS_SUFFIX, _sql.NOLISTS_SUFFIX, _sql.NODELETED_SUFFIX):
         forms = {n for n in raw if n.endswith(suffix)}
         assert {n.removesuffix(suffix) for n in forms} <= set(raw) - forms
         raw = {n: t for n, t in raw.items() if n not in forms}
