@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format generate typecheck check db-up db-down clean bench bench-citus profile sql
+.PHONY: install demo test test-fast test-oldest lint format generate typecheck check db-up db-down clean bench bench-citus profile sql
 
 install: $(STAMP)
 
@@ -22,6 +22,25 @@ test: install  ## the whole suite on a real Postgres (found or started by tests/
 
 test-fast: install
 	$(PY) -m pytest -m "not slow"
+
+# the oldest supported LangGraph (ci/oldest.txt, pyproject.toml's lower bounds) in a venv of its own
+OLDEST_VENV ?= .venv-oldest
+OLDEST_PY := $(OLDEST_VENV)/bin/python
+OLDEST_STAMP := $(OLDEST_VENV)/.installed
+OLDEST_TESTS ?= tests/test_conformance.py tests/test_graphs.py tests/test_dropin.py tests/test_saver.py \
+	tests/test_lifecycle.py tests/test_thread_status.py tests/test_list_elements.py tests/test_cache.py \
+	tests/test_upstream_delta_specs.py tests/test_deleted_threads.py
+
+$(OLDEST_STAMP): pyproject.toml ci/oldest.txt
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install -q --upgrade pip
+	$(OLDEST_PY) -m pip install -q -e '.[dev,demo]'
+	$(OLDEST_PY) -m pip install -q -r ci/oldest.txt
+	touch $(OLDEST_STAMP)
+
+test-oldest: $(OLDEST_STAMP)  ## the conformance (LangGraph's delta-history specs included), graph, drop-in, saver, lifecycle, status, list, cache and deleted-thread tests on the oldest supported langgraph / langgraph-checkpoint (ci/oldest.txt), in .venv-oldest
+	@$(OLDEST_PY) -m pip list 2>/dev/null | grep -E '^langgraph(-checkpoint)? '
+	$(OLDEST_PY) -m pytest $(OLDEST_TESTS)
 
 lint: install  ## ruff, and the generated sync modules are what their async sources give
 	$(PY) -m ruff check langgraph_pg_saver tests benchmarks tools
@@ -47,7 +66,7 @@ db-down:
 	docker compose down -v
 
 clean:
-	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) dist build .pytest_cache .mypy_cache .ruff_cache
 
 bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick"); then growing chats' storage (CHAT_ARGS="--turns 20,100,500"); then the node cache against Redis (CACHE_ARGS="--rounds 3")
 	$(PY) -m benchmarks.bench $(ARGS)

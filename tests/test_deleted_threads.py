@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -77,19 +77,22 @@ def assert_refused(saver: PostgresSaver, dsn: str, tid: str, last: str) -> None:
     with pytest.raises(ThreadDeletedError) as put_err:
         late_put(saver, tid, last)
     assert put_err.value.operation == "put"
-    assert put_err.value.thread_id == tid and put_err.value.parent_id == last
+    assert put_err.value.thread_id == tid
+    assert put_err.value.parent_id == last
     assert put_err.value.deleted_at
     with pytest.raises(ThreadDeletedError) as writes_err:
         saver.put_writes(config(tid, last), [("a", "late")], "late-task")
     assert writes_err.value.operation == "put_writes"
-    assert writes_err.value.checkpoint_id == last and writes_err.value.thread_id == tid
+    assert writes_err.value.checkpoint_id == last
+    assert writes_err.value.thread_id == tid
     assert "was deleted" in str(writes_err.value)
     assert rows(dsn, tid) == {"checkpoints": 0, "writes": 0, "blobs": 0}
     assert saver.get_tuple(config(tid)) is None
     # a new run on the same thread id: no parent, newer ids
     fresh = fill(saver, tid, 2)
     got = saver.get_tuple(config(tid))
-    assert got is not None and got.config["configurable"]["checkpoint_id"] == fresh
+    assert got is not None
+    assert got.config["configurable"]["checkpoint_id"] == fresh
     assert got.checkpoint["channel_values"] == {"a": "v1", "b": 1}
     assert [w[2] for w in got.pending_writes or []] == ["w1"]
 
@@ -251,7 +254,7 @@ def test_a_write_waiting_on_the_delete_is_refused(saver: PostgresSaver, db_dsn: 
             try:
                 saver.put_writes(config(tid, last), [("a", "late")], "late-task")
                 outcome.append(None)
-            except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            except BaseException as exc:  # the test inspects it
                 outcome.append(exc)
 
         t = threading.Thread(target=write)
@@ -268,7 +271,8 @@ def test_a_write_waiting_on_the_delete_is_refused(saver: PostgresSaver, db_dsn: 
                 time.sleep(0.02)
         holder.commit()
         t.join(30)
-    assert len(outcome) == 1 and isinstance(outcome[0], ThreadDeletedError), outcome
+    assert len(outcome) == 1, outcome
+    assert isinstance(outcome[0], ThreadDeletedError), outcome
     assert rows(db_dsn, tid) == {"checkpoints": 0, "writes": 0, "blobs": 0}
 
 
@@ -293,11 +297,11 @@ async def test_async_saver_refuses_late_writes(db_dsn: str) -> None:
 
 
 @pytest.fixture
-def gated(db_dsn: str) -> Iterator[str]:
+def gated(db_dsn: str) -> str:
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS deleted_runs (text text)")
         conn.execute("CREATE TABLE IF NOT EXISTS deleted_go (go int)")
-    yield db_dsn
+    return db_dsn
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
