@@ -3222,7 +3222,8 @@ SELECT (SELECT count(*) FROM uc), (SELECT count(*) FROM uw), (SELECT count(*) FR
 SELECT t.name, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), greatest(s.last_vacuum, s.last_autovacuum)
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
-                  'pgsaver_store', 'pgsaver_cache', 'pgsaver_migrations'])
+                  'pgsaver_deleted_threads', 'pgsaver_store', 'pgsaver_cache',
+                  'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
@@ -3306,7 +3307,8 @@ SELECT t.name,
        CASE WHEN d.partmethod IS NULL THEN greatest(s.last_vacuum, s.last_autovacuum)
             ELSE sh.vacuumed END
 FROM unnest(ARRAY['pgsaver_checkpoints', 'pgsaver_blobs', 'pgsaver_writes', 'pgsaver_elements',
-                  'pgsaver_store', 'pgsaver_cache', 'pgsaver_migrations'])
+                  'pgsaver_deleted_threads', 'pgsaver_store', 'pgsaver_cache',
+                  'pgsaver_migrations'])
     WITH ORDINALITY AS t(name, n)
 JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.name)
 LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid
