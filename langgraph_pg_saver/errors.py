@@ -337,9 +337,10 @@ class ThreadDeletedError(ParentCheckpointMissingError):
         PgSaverError.__init__(
             self,
             f"{operation}: thread {thread_id!r} was deleted at {deleted_at} while a run on it "
-            f"went on: its checkpoint {checkpoint_id!r} (namespace {checkpoint_ns!r}) is gone, "
-            "and this late write was refused so that the deleted thread does not come back; "
-            "nothing was written. A new run on the thread id starts afresh (invoke with input)",
+            f"went on: its checkpoint {checkpoint_id!r} (namespace {checkpoint_ns!r}) is not "
+            "stored (deleted with the thread, or refused since), and this late write was "
+            "refused so that the deleted thread does not come back; nothing was written. A new "
+            "run on the thread id starts afresh (invoke with input)",
         )
 
 

@@ -141,10 +141,16 @@ RETURNING {_put_status}
 
 -- name: _orphan_live
 -- put_orphan's last condition: no record of migration 0018 says the thread was deleted after the
--- parent was stored (a run that started before the delete). Nothing is stored then, and the saver
--- reads the record to raise ThreadDeletedError (refuse_checkpoint).
-NOT EXISTS (SELECT FROM {schema}.pgsaver_deleted_threads d
- WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s)
+-- parent was stored (a run that started before the delete), read by pgsaver_deleted_at after the
+-- lock, with its own snapshot. Nothing is stored then, and the saver raises ThreadDeletedError
+-- (refuse_checkpoint).
+{schema}.pgsaver_deleted_at(%(thread_id)s::text, %(parent_checkpoint_id)s::text) IS NULL
+
+-- name: _orphan_live__citus
+-- On Citus (no function reading distributed tables in a statement on a shard): the record read
+-- in the statement.
+NOT EXISTS (SELECT FROM {schema}.pgsaver_deleted_threads d WHERE d.thread_id = %(thread_id)s
+ AND (d.last_checkpoint_id >= %(parent_checkpoint_id)s OR %(parent_checkpoint_id)s = ANY (d.refused)))
 
 -- name: _orphan_live__nodeleted
 true
@@ -286,6 +292,28 @@ FROM allowed
 -- next interrupt of a task) is replaced: the earlier run id goes onto replaced_run_ids, so that
 -- delete_for_runs knows deleting this run cannot bring the earlier row back.
 {_writes_insert}
+{_writes_upsert}
+
+-- name: put_writes_new
+-- put_writes for the usual case: ordinary writes (no special channel) of a task that has not
+-- written yet, in autocommit. A plain INSERT skips ON CONFLICT's speculative insertion; in the rare
+-- case that a row exists (a retried call), the unique violation ends this statement's own
+-- transaction and the driver runs put_writes instead, which keeps the first values, as it would
+-- have.
+{_writes_insert}
+
+-- name: put_writes_plain
+-- put_writes calling none of our functions, for a role that may not execute migration 0018's
+-- pgsaver_check_deleted (or a schema without it): the record of deletes read in the statement
+-- (_writes_live_plain).
+{_writes_insert_plain}
+{_writes_upsert}
+
+-- name: put_writes_new_plain
+-- put_writes_new calling none of our functions (see put_writes_plain).
+{_writes_insert_plain}
+
+-- name: _writes_upsert
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel,
     type = EXCLUDED.type,
@@ -298,14 +326,6 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SE
         ELSE array_append({schema}.pgsaver_writes.replaced_run_ids, {schema}.pgsaver_writes.run_id)
     END
 WHERE EXCLUDED.idx < 0
-
--- name: put_writes_new
--- put_writes for the usual case: ordinary writes (no special channel) of a task that has not
--- written yet, in autocommit. A plain INSERT skips ON CONFLICT's speculative insertion; in the rare
--- case that a row exists (a retried call), the unique violation ends this statement's own
--- transaction and the driver runs put_writes instead, which keeps the first values, as it would
--- have.
-{_writes_insert}
 
 -- name: put_writes_call
 -- put_writes as a call of migration 0013's function, for a connection that prepares nothing
@@ -320,6 +340,14 @@ SELECT {schema}.pgsaver_put_writes(
 -- name: _writes_insert
 -- run_id: the run of the call's config (checkpoint/keys.run_id_of), as put stores it for checkpoints.
 WITH {_guard}, {_writes_live}
+{_writes_rows}
+
+-- name: _writes_insert_plain
+WITH {_guard}, {_writes_live_plain}
+{_writes_rows}
+
+-- name: _writes_rows
+-- Expects the CTE live (one row, or none when the writes may not go in).
 INSERT INTO {schema}.pgsaver_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob, run_id
 )
@@ -338,14 +366,33 @@ live AS (
 )
 
 -- name: _writes_live__citus
--- On Citus no check in the statement (a function reading distributed tables cannot run in a
--- statement on a shard): the writes there go through migration 0018's pgsaver_put_writes, which
--- Citus runs on the thread's worker and which checks; this statement runs only where that
--- function cannot be called.
-live AS (SELECT 1 FROM guard)
+-- On Citus (no function reading distributed tables can run in a statement on a shard) the writes
+-- go through migration 0018's pgsaver_put_writes, which Citus runs on the thread's worker and
+-- which raises; this statement runs only where that function cannot be called: the check in it.
+{_writes_live_plain}
+
+-- name: _writes_live_plain
+-- _writes_live without the function: no row when a record of migration 0018 covers the
+-- checkpoint and it is not stored, so the late writes are dropped without an error. Read with
+-- the statement's snapshot (taken before the lock: a delete that commits while the write waits
+-- is not seen).
+live AS (
+    SELECT 1 FROM guard
+    WHERE NOT EXISTS (
+        SELECT FROM {schema}.pgsaver_deleted_threads AS d
+        WHERE d.thread_id = %(thread_id)s
+          AND (d.last_checkpoint_id >= %(checkpoint_id)s OR %(checkpoint_id)s = ANY (d.refused))
+          AND NOT EXISTS (
+              SELECT FROM {schema}.pgsaver_checkpoints AS c
+              WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+                AND c.checkpoint_id = %(checkpoint_id)s))
+)
 
 -- name: _writes_live__nodeleted
 -- Without migration 0018 (this release before its setup()): no record to check.
+live AS (SELECT 1 FROM guard)
+
+-- name: _writes_live_plain__nodeleted
 live AS (SELECT 1 FROM guard)
 
 -- name: _write_arrays
@@ -1014,11 +1061,14 @@ SELECT 1
 -- name: refuse_checkpoint
 -- After put_orphan stored nothing, under the thread's exclusive lock: the record of a delete
 -- that came after the put's parent was stored (none: the parent is missing for another reason).
--- The record now covers this checkpoint too, so its writes are refused as well; those that came
--- before it (put_writes may run first) are deleted by refused_writes. Returns the delete's time.
+-- The record now names this checkpoint among the refused, so its writes are refused as well
+-- (a new run's ids, newer than the delete too, are not); those that came before it (put_writes
+-- may run first) are deleted by refused_writes. Returns the delete's time.
 UPDATE {schema}.pgsaver_deleted_threads AS d
-SET last_checkpoint_id = greatest(d.last_checkpoint_id, %(checkpoint_id)s::text)
-WHERE d.thread_id = %(thread_id)s AND d.last_checkpoint_id >= %(parent_checkpoint_id)s
+SET refused = CASE WHEN %(checkpoint_id)s::text = ANY (d.refused) THEN d.refused
+                   ELSE array_append(d.refused, %(checkpoint_id)s::text) END
+WHERE d.thread_id = %(thread_id)s
+  AND (d.last_checkpoint_id >= %(parent_checkpoint_id)s OR %(parent_checkpoint_id)s = ANY (d.refused))
 RETURNING d.deleted_at
 
 -- name: refused_writes
@@ -2931,7 +2981,8 @@ UNION ALL
 SELECT DISTINCT 'function ' || f.name, 'EXECUTE'
 FROM unnest(ARRAY['pgsaver_put', 'pgsaver_get_tuple', 'pgsaver_claim_head', 'pgsaver_parent_stored',
                     'pgsaver_delta_history', 'pgsaver_put_writes', 'pgsaver_put_status',
-                    'pgsaver_refresh_status', 'pgsaver_delete_thread']) AS f(name)
+                    'pgsaver_refresh_status', 'pgsaver_delete_thread', 'pgsaver_check_deleted',
+                    'pgsaver_deleted_at']) AS f(name)
 JOIN pg_proc AS pr ON pr.proname = f.name
     AND pr.pronamespace = (SELECT n.oid FROM pg_namespace AS n WHERE n.nspname = %(schema)s)
 WHERE NOT has_function_privilege(pr.oid, 'EXECUTE')

@@ -223,6 +223,51 @@ def test_a_refused_checkpoint_takes_its_early_writes_along(
         saver.put_writes(nxt, [("a", "later")], "later-task")
 
 
+def test_a_new_run_beside_a_refused_late_run_keeps_writing(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """The thread is deleted and a new run starts on its id while the old run goes on: the old
+    run's next checkpoint, made after the new run's first ones, is refused; the new run's writes
+    for a checkpoint it has not stored yet (durability="async" sends them first) still go in."""
+    tid = "side-by-side"
+    last = fill(saver, tid)
+    saver.delete_thread(tid)
+    first = saver.put(config(tid), checkpoint({"a": "new"}, {"a": 1}), {}, {"a": 1})
+    pending = checkpoint({"a": "new 2"}, {"a": 2})  # the new run's next, not stored yet
+    late = checkpoint({"a": "late", "b": 1}, {"a": 100, "b": 100})  # the old run's, newer still
+    assert pending["id"] < late["id"]
+    with pytest.raises(ThreadDeletedError):
+        saver.put(config(tid, last), late, {}, {"a": 100, "b": 100})
+    ahead = {
+        "configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": pending["id"]}
+    }
+    saver.put_writes(ahead, [("a", "early")], "new-task")
+    saver.put(first, pending, {}, {"a": 2})
+    got = saver.get_tuple(config(tid))
+    assert got is not None
+    assert got.checkpoint["id"] == pending["id"]
+    assert [w[2] for w in got.pending_writes or []] == ["early"]
+    # the refused checkpoint stays refused
+    late_cfg = {
+        "configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": late["id"]}
+    }
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(late_cfg, [("a", 1)], "late-task")
+
+
+def test_prune_of_several_threads_records_each_newest_id(saver: PostgresSaver, db_dsn: str) -> None:
+    newest = {f"many-{i}": fill(saver, f"many-{i}", 2 + i) for i in range(4)}
+    saver.prune(sorted(newest), strategy="delete")
+    with psycopg.connect(db_dsn) as conn:
+        recorded = dict(
+            conn.execute(
+                "SELECT thread_id, last_checkpoint_id FROM pgsaver_deleted_threads "
+                "WHERE thread_id LIKE 'many-%%'"
+            ).fetchall()
+        )
+    assert recorded == newest
+
+
 def test_copy_into_a_deleted_thread_is_a_new_thread(saver: PostgresSaver, db_dsn: str) -> None:
     tid = "copied-into"
     fill(saver, tid)
@@ -409,6 +454,9 @@ def test_a_schema_before_migration_0018_works_as_before(db_dsn: str) -> None:
         old.retention(idle_for=timedelta(days=1))
         late_put(old, tid, last)  # no record: stored, as before
         assert rows(dsn, tid)["checkpoints"] == 1
+        # another process migrates; this one's setup() finds the schema current (its fast path)
+        with PostgresSaver.from_conn_string(db_dsn, schema=schema) as deployer:
+            deployer.setup()
         old.setup()
         assert old._driver.state.deleted is True
         last = fill(old, "new-schema")

@@ -296,3 +296,48 @@ def test_a_schema_without_the_functions_falls_back_to_the_statements(db_dsn: str
         stored = saver.put(config("old"), checkpoint({"a": 1}), {}, {"a": 1})
         assert saver.get_tuple(stored).checkpoint["channel_values"] == {"a": 1}  # type: ignore[union-attr]
         assert saver.get_tuple(config("old")) is not None
+
+
+@pytest.mark.parametrize("prepare", [0, None])
+def test_without_execute_on_the_delete_check_writes_go_on_and_late_ones_are_dropped(
+    runtime: tuple[str, str], db_dsn: str, prepare: int | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A DBA who revoked EXECUTE on migration 0018's pgsaver_check_deleted: put_writes sends the
+    statements that call no function (the saver says so once), writes go on, and a late write
+    of a deleted thread is dropped (no error there, nothing stored); the privilege report names
+    the function."""
+    dsn, _role = runtime
+    signature = "pgsaver_check_deleted(text, text, text)"
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        admin.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
+    try:
+        with (
+            PostgresSaver.from_conn_string(dsn, prepare_threshold=prepare) as saver,
+            caplog.at_level("WARNING", logger="langgraph_pg_saver"),
+        ):
+            stored = saver.put(config("w"), checkpoint({"a": 1}), {}, {"a": 1})
+            for i in range(3):
+                saver.put_writes(stored, [("a", i)], f"task-{i}")
+            got = saver.get_tuple(stored)
+            assert got is not None
+            assert [w[2] for w in got.pending_writes or []] == [0, 1, 2]
+            said = [r for r in caplog.records if "server-side functions" in r.getMessage()]
+            assert len(said) == 1, said
+            saver.delete_thread("w")
+            saver.put_writes(stored, [("a", "late")], "late-task")
+            with psycopg.connect(db_dsn) as conn:
+                left = conn.execute(
+                    "SELECT count(*) FROM pgsaver_writes WHERE thread_id = 'w'"
+                ).fetchone()
+                assert left == (0,)
+            missing = conn_missing(dsn, saver)
+            assert ("function pgsaver_check_deleted", "EXECUTE") in missing, missing
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO PUBLIC")
+
+
+def conn_missing(dsn: str, saver: PostgresSaver) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(saver._q["missing_privileges"], {"schema": "public"}).fetchall()
+    return [(str(a), str(b)) for a, b in rows]

@@ -158,9 +158,12 @@ class SaverBase(BaseCheckpointSaver[str]):
         """What put_writes runs (see :meth:`_put_writes_sql`); its result is not read."""
         query, upsert = self._put_writes_sql(writes)
         # where nothing is prepared (a pooler; Citus, which runs the call on the thread's
-        # worker), migration 0013's function
+        # worker), migration 0013's function (0018's form)
         unprepared = (self._q["put_writes_call"], _writing.write_arrays)
-        return Call(query, writes.params, NOTHING, upsert, unprepared)
+        # where the functions cannot be called: the statements that call none (migration 0018's
+        # check of the record of deletes read in the statement)
+        plain = self._put_writes_sql(writes, plain=True)
+        return Call(query, writes.params, NOTHING, upsert, unprepared, plain)
 
     def _status_mark_call(self, params: Mapping[str, Any], status: str) -> Call:
         """After put_writes to __interrupt__ or __error__ at a root checkpoint: migration 0014's
@@ -207,14 +210,19 @@ class SaverBase(BaseCheckpointSaver[str]):
             return False
         return metadata.get("source") in ("input", "loop")
 
-    def _put_writes_sql(self, writes: _writing.Batch) -> tuple[bytes, bytes | None]:
+    def _put_writes_sql(
+        self, writes: _writing.Batch, *, plain: bool = False
+    ) -> tuple[bytes, bytes | None]:
         """put_writes' statement, and the upsert to fall back to.
 
         Writes to special channels replace earlier ones: an expected conflict, handled by the upsert
         directly. Ordinary writes first try a plain INSERT.
         """
-        q = self._q
-        upsert = q.render("put_writes", write_rows=writes.rows)
-        if writes.special:
-            return upsert, None
-        return q.render("put_writes_new", write_rows=writes.rows), upsert
+        q, rows = self._q, writes.rows
+        if plain:  # calling none of our functions
+            upsert = q.render("put_writes_plain", write_rows=rows)
+            insert = q.render("put_writes_new_plain", write_rows=rows)
+        else:
+            upsert = q.render("put_writes", write_rows=rows)
+            insert = q.render("put_writes_new", write_rows=rows)
+        return (upsert, None) if writes.special else (insert, upsert)

@@ -124,6 +124,7 @@ def _migrate_once(driver: Driver, *, check: bool) -> bool | None:
             if rows:
                 driver.state.citus = bool(rows[0][2])
                 driver.state.lists = True  # migration 0015 is applied
+                driver.state.deleted = True  # and 0018
             return bool(rows and rows[0][2])
         if check:
             _migrate.check(q.schema, applied)

@@ -1,8 +1,10 @@
 -- 0018: deletes that stay deleted. A run still in flight when its thread is deleted writes its next
 -- checkpoint and writes afterwards; a checkpoint whose state was whole without its ancestors was
 -- stored, and the deleted thread came back.
--- additive: a new table and function; put_writes' and delete_thread's functions replaced with forms
--- that do what they did and keep the record. Code that knows 0001-0017 runs unchanged against it.
+-- additive: a new table and functions; put_writes' and delete_thread's functions replaced with
+-- forms that do what they did and keep the record. Code that knows 0001-0017 runs against it; its
+-- deletes are not recorded, and where it calls pgsaver_put_writes (behind a pooler, on Citus) a late
+-- write raises the function's error (SQLSTATE LGD01) as it is.
 --
 -- Each delete of a thread (delete_thread, prune(strategy="delete"), retention, the CLI's delete)
 -- records the thread and the newest checkpoint id it deleted. Checkpoint ids grow with time
@@ -11,20 +13,45 @@
 -- is not stored is refused (SQLSTATE LGD01, the saver's ThreadDeletedError). A new run on the
 -- same thread id starts without a parent and its ids are newer: it is not affected. The record
 -- goes when retention forgets it (keep_deleted, seven days by default).
+-- refused: the ids of checkpoints refused since (newer than last_checkpoint_id: a late run's
+-- next checkpoint), whose writes are refused too; a new run's ids stay allowed.
 CREATE TABLE IF NOT EXISTS {schema}.pgsaver_deleted_threads (
     thread_id          text COLLATE "C" NOT NULL PRIMARY KEY,
     last_checkpoint_id text COLLATE "C" NOT NULL,
-    deleted_at         timestamptz NOT NULL DEFAULT now()
+    deleted_at         timestamptz NOT NULL DEFAULT now(),
+    refused            text[] COLLATE "C" NOT NULL DEFAULT '{}'
 );
 
 CREATE INDEX IF NOT EXISTS pgsaver_deleted_threads_at_idx
     ON {schema}.pgsaver_deleted_threads (deleted_at);
 
--- Whether a write naming checkpoint p_id of the thread may go in: true, or it raises LGD01 with
--- the record as JSON in its detail. Refused: a record covers the id (its last_checkpoint_id is at
--- least p_id) and the checkpoint is not stored. VOLATILE: called in a statement after the thread's
+-- When the delete's time of a record that covers checkpoint p_id of the thread (its
+-- last_checkpoint_id at least p_id, or p_id refused since), else NULL: whether a write of a run
+-- that started before the delete names it. VOLATILE: called in a statement after the thread's
 -- shared lock is held, it reads with a snapshot taken after that wait, so it sees a delete that
--- committed while the write waited.
+-- committed while the write waited. On a Citus worker before setup() distributed the table (a
+-- moment during an upgrade) there is no table there to read: no record.
+CREATE OR REPLACE FUNCTION {schema}.pgsaver_deleted_at(p_thread text, p_id text)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    at timestamptz;
+BEGIN
+    IF p_id IS NULL OR to_regclass('{schema}.pgsaver_deleted_threads') IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT d.deleted_at INTO at FROM {schema}.pgsaver_deleted_threads AS d
+    WHERE d.thread_id = p_thread AND (d.last_checkpoint_id >= p_id OR p_id = ANY (d.refused));
+    RETURN at;
+END
+$fn$;
+
+-- Whether a write naming checkpoint p_id of the thread may go in: true, or it raises LGD01 with
+-- the record as JSON in its detail. Refused: a record covers the id (as pgsaver_deleted_at reads it)
+-- and the checkpoint is not stored.
 CREATE OR REPLACE FUNCTION {schema}.pgsaver_check_deleted(p_thread text, p_ns text, p_id text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -34,11 +61,12 @@ AS $fn$
 DECLARE
     at timestamptz;
 BEGIN
-    IF p_id IS NULL THEN
+    -- pgsaver_deleted_at's read, in place (put_writes' hot path: one call less)
+    IF p_id IS NULL OR to_regclass('{schema}.pgsaver_deleted_threads') IS NULL THEN
         RETURN true;
     END IF;
     SELECT d.deleted_at INTO at FROM {schema}.pgsaver_deleted_threads AS d
-    WHERE d.thread_id = p_thread AND d.last_checkpoint_id >= p_id;
+    WHERE d.thread_id = p_thread AND (d.last_checkpoint_id >= p_id OR p_id = ANY (d.refused));
     IF NOT FOUND THEN
         RETURN true;
     END IF;

@@ -199,3 +199,27 @@ def test_the_server_side_functions_mirror_the_statements() -> None:
         ):
             body = body.replace(f"%({param})s", arg)
         assert squash(body) in get_fn, f"{name} changed: 0016's copy of it needs a new migration"
+
+
+@pytest.mark.parametrize("citus", [False, True])
+def test_a_schema_before_0018_gets_statements_that_never_name_its_objects(citus: bool) -> None:
+    """Queries(deleted=False), alone or with Citus's forms (x__nodeleted wins over x__citus):
+    the statements the savers send on such a schema name neither the record of deletes nor the
+    functions reading it; with deleted=True they do."""
+    old = _sql.Queries("public", citus=citus, deleted=False)
+    new = _sql.Queries("public", citus=citus)
+    names = {
+        "put_writes": {"write_rows": 2},
+        "put_writes_new": {"write_rows": 0},
+        "put_writes_plain": {"write_rows": 1},
+        "put_writes_new_plain": {"write_rows": 0},
+        "put_orphan": {"blob_rows": 1, "claim": False, "status": None, "parts": False},
+        "delete_thread": {},
+        "delete_threads": {},
+    }
+    for name, slots in names.items():
+        before = old.render(name, **slots) if slots else old[name]
+        after = new.render(name, **slots) if slots else new[name]
+        assert b"pgsaver_deleted" not in before, name
+        assert b"pgsaver_check_deleted" not in before, name
+        assert b"pgsaver_deleted" in after or b"pgsaver_check_deleted" in after, name
