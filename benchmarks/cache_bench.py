@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +25,7 @@ from langgraph.types import CachePolicy
 from typing_extensions import TypedDict
 
 from benchmarks.payloads import text
+from benchmarks.report import interleaved as measure
 from benchmarks.server import bench_database
 from langgraph_pg_saver import PostgresCache
 
@@ -48,27 +47,6 @@ def app(cache: BaseCache[Any] | None, size: int) -> Any:
     g.add_node("node", node, cache_policy=CachePolicy(ttl=3600) if cache is not None else None)
     g.add_edge(START, "node")
     return g.compile(cache=cache)
-
-
-def measure(
-    ops: dict[str, dict[str, Callable[[], Any]]], calls: int, rounds: int
-) -> dict[str, dict[str, float]]:
-    """Per operation and party: the median over rounds of each round's median call (ms)."""
-    out: dict[str, dict[str, float]] = {}
-    for op, by_party in ops.items():
-        per_round: dict[str, list[float]] = {p: [] for p in by_party}
-        for _ in range(rounds):
-            times: dict[str, list[float]] = {p: [] for p in by_party}
-            for i in range(calls + 10):  # the first ten warm each party
-                for party, fn in by_party.items():
-                    start = time.perf_counter()
-                    fn()
-                    if i >= 10:
-                        times[party].append(time.perf_counter() - start)
-            for party, t in times.items():
-                per_round[party].append(statistics.median(t) * 1000)
-        out[op] = {p: statistics.median(v) for p, v in per_round.items()}
-    return out
 
 
 def main() -> None:

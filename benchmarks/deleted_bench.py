@@ -16,14 +16,13 @@ import argparse
 import contextlib
 import itertools
 import json
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from langgraph.checkpoint.base import empty_checkpoint
 
+from benchmarks.report import interleaved as measure
 from benchmarks.server import bench_database
 from langgraph_pg_saver import PostgresSaver
 from langgraph_pg_saver.db import migrate
@@ -44,21 +43,6 @@ def prepare_schemas(dsn: str, records: int) -> None:
             (records,),
         )
         conn.execute("ANALYZE")
-
-
-def measure(ops: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[str, float]:
-    per_round: dict[str, list[float]] = {p: [] for p in ops}
-    for _ in range(rounds):
-        times: dict[str, list[float]] = {p: [] for p in ops}
-        for i in range(calls + 20):  # the first twenty warm each party (and prepare)
-            for party, fn in ops.items():
-                start = time.perf_counter()
-                fn()
-                if i >= 20:
-                    times[party].append(time.perf_counter() - start)
-        for party, t in times.items():
-            per_round[party].append(statistics.median(t) * 1e6)
-    return {p: statistics.median(v) for p, v in per_round.items()}
 
 
 def main() -> None:
@@ -110,8 +94,9 @@ def main() -> None:
                         for label, s in savers.items()
                     },
                 }
-                for op, by in ops.items():
-                    results[f"{op} ({mode})"] = measure(by, args.calls, args.rounds)
+                # the cache benchmark's loop: interleaved call by call, medians of medians (ms)
+                for op, by in measure(ops, args.calls, args.rounds).items():
+                    results[f"{op} ({mode})"] = {p: ms * 1000 for p, ms in by.items()}
     print(
         f"\nthe record of deletes: medians of {args.rounds} rounds x {args.calls} calls, "
         f"{args.records:,} records"

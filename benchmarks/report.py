@@ -16,11 +16,35 @@ import argparse
 import json
 import statistics
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .floors import NOTE as FLOORS_NOTE
 from .targets import rows_of, slowdown
+
+
+def interleaved(
+    ops: dict[str, dict[str, Callable[[], Any]]], calls: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Per operation and party: the median over rounds of each round's median call (ms), the
+    parties called in turn, call by call (the first ten calls of each warm it)."""
+    out: dict[str, dict[str, float]] = {}
+    for op, by_party in ops.items():
+        per_round: dict[str, list[float]] = {p: [] for p in by_party}
+        for _ in range(rounds):
+            times: dict[str, list[float]] = {p: [] for p in by_party}
+            for i in range(calls + 10):  # the first ten warm each party
+                for party, fn in by_party.items():
+                    start = time.perf_counter()
+                    fn()
+                    if i >= 10:
+                        times[party].append(time.perf_counter() - start)
+            for party, t in times.items():
+                per_round[party].append(statistics.median(t) * 1000)
+        out[op] = {p: statistics.median(v) for p, v in per_round.items()}
+    return out
 
 
 def summarize(bench: Any, configs: list[Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ database tests skip locally, and fail when ``CI`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -75,9 +76,10 @@ def template_db(pg_server: Server) -> str:
 ON_CITUS = bool(os.environ.get("LANGGRAPH_PG_SAVER_TEST_ON_CITUS"))
 
 
-@pytest.fixture
-def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database with the schema already migrated."""
+@contextlib.contextmanager
+def migrated_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database with the schema already migrated (on the Citus cluster with ON_CITUS),
+    dropped after: for a fixture of any scope."""
     if ON_CITUS:
         cluster: citus.Cluster = request.getfixturevalue("citus_cluster")
         with citus.database(cluster) as dsn:
@@ -91,6 +93,13 @@ def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
         yield pg_server.dsn_for(name)
     finally:
         _drop_db(pg_server, name)
+
+
+@pytest.fixture
+def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database with the schema already migrated."""
+    with migrated_database(request) as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -38,9 +38,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import citus
 import pytest
-from conftest import ON_CITUS, _create_db, _drop_db
+from conftest import migrated_database
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._typing import MISSING
 from langgraph.channels.delta import DeltaChannel
@@ -56,7 +55,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from pgserver import Server
 
 from langgraph_pg_saver import AsyncPostgresSaver, PostgresSaver, Report
 
@@ -121,18 +119,8 @@ class Driver:
 def module_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """One migrated database for the module (a clone per test would be most of its time): each test
     writes a thread of its own."""
-    if ON_CITUS:
-        with citus.database(request.getfixturevalue("citus_cluster")) as dsn:
-            with PostgresSaver.from_conn_string(dsn, max_size=1) as saver:
-                saver.setup()
-            yield dsn
-        return
-    pg_server: Server = request.getfixturevalue("pg_server")
-    name = _create_db(pg_server, request.getfixturevalue("template_db"))
-    try:
-        yield pg_server.dsn_for(name)
-    finally:
-        _drop_db(pg_server, name)
+    with migrated_database(request) as dsn:
+        yield dsn
 
 
 @pytest.fixture(params=["sync", "async"])
