@@ -50,22 +50,20 @@ END
 $fn$;
 
 -- Whether a write naming checkpoint p_id of the thread may go in: true, or it raises LGD01 with
--- the record as JSON in its detail. Refused: a record covers the id (as pgsaver_deleted_at reads it)
--- and the checkpoint is not stored.
+-- the record as JSON in its detail. Refused: a record covers the id (as pgsaver_deleted_at reads
+-- it) and the checkpoint is not stored. On put_writes' hot path, so as lean as it can be (measured
+-- in docs/performance.md): one primary-key probe, no search_path setting (every name is
+-- qualified, and it runs with its caller's rights), and no look for the table (the statements
+-- call it only on one server; pgsaver_put_writes looks first).
 CREATE OR REPLACE FUNCTION {schema}.pgsaver_check_deleted(p_thread text, p_ns text, p_id text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $fn$
 DECLARE
     at timestamptz;
 BEGIN
-    -- pgsaver_deleted_at's read, in place (put_writes' hot path: one call less)
-    IF p_id IS NULL OR to_regclass('{schema}.pgsaver_deleted_threads') IS NULL THEN
-        RETURN true;
-    END IF;
-    SELECT d.deleted_at INTO at FROM {schema}.pgsaver_deleted_threads AS d
+    PERFORM 1 FROM {schema}.pgsaver_deleted_threads AS d
     WHERE d.thread_id = p_thread AND (d.last_checkpoint_id >= p_id OR p_id = ANY (d.refused));
     IF NOT FOUND THEN
         RETURN true;
@@ -75,6 +73,8 @@ BEGIN
     IF FOUND THEN
         RETURN true;
     END IF;
+    SELECT d.deleted_at INTO at FROM {schema}.pgsaver_deleted_threads AS d
+    WHERE d.thread_id = p_thread;
     RAISE EXCEPTION USING
         ERRCODE = 'LGD01',
         MESSAGE = format('thread %s was deleted at %s', p_thread, at),
@@ -95,7 +95,10 @@ DECLARE
     written integer;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(1818718323, hashtext(p_thread));
-    PERFORM {schema}.pgsaver_check_deleted(p_thread, p_ns, p_id);
+    -- (no table yet on a Citus worker before setup() distributed it: no record to check)
+    IF to_regclass('{schema}.pgsaver_deleted_threads') IS NOT NULL THEN
+        PERFORM {schema}.pgsaver_check_deleted(p_thread, p_ns, p_id);
+    END IF;
     INSERT INTO {schema}.pgsaver_writes AS t (
         thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob, run_id
     )
