@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import ON_CITUS
 from helpers import checkpoint, config
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -433,7 +432,6 @@ def test_retention_forgets_old_records(saver: PostgresSaver, db_dsn: str) -> Non
         assert conn.execute("SELECT count(*) FROM pgsaver_deleted_threads").fetchone() == (501,)
 
 
-@pytest.mark.skipif(ON_CITUS, reason="a schema of its own, migrated by a script on one server")
 def test_a_schema_before_migration_0018_works_as_before(db_dsn: str) -> None:
     """This release on a schema its setup() has not migrated yet (at 0017): deletes and writes
     work without the record, as before; after setup(), deletes are recorded."""

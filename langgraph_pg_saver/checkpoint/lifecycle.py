@@ -382,8 +382,8 @@ def delete_thread(q: Queries, thread_id: str, batch: int = COPY_BATCH) -> Steps:
 def refuse_checkpoint(q: Queries, params: Mapping[str, Any]) -> Steps:
     """After put_orphan stored nothing (put's parent is missing): under the thread's exclusive
     lock, whether a delete recorded since the parent was stored explains it (migration 0018).
-    If so, the record is raised to cover the refused checkpoint (its writes are refused too) and
-    the writes that came before it are deleted; returns the delete's time. None: no delete
+    If so, the refused checkpoint's id joins the record's ``refused`` (its writes are refused
+    too) and the writes that came before it are deleted; returns the delete's time. None: no delete
     explains it (a prune, a failover) and nothing changed."""
     keys = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
     args = {k: params[k] for k in keys}
