@@ -68,11 +68,12 @@ db-down:
 clean:
 	rm -rf $(VENV) $(OLDEST_VENV) dist build .pytest_cache .mypy_cache .ruff_cache
 
-bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick"); then growing chats' storage (CHAT_ARGS="--turns 20,100,500"); then the node cache against Redis (CACHE_ARGS="--rounds 3")
+bench: install  ## side by side with the official saver on a fresh cluster (fsync on), three configurations; ARGS="--quick --config same-pool"; then the stores (STORE_ARGS="--quick"); then growing chats' storage (CHAT_ARGS="--turns 20,100,500"); then the node cache against Redis (CACHE_ARGS="--rounds 3"); then what the record of deleted threads costs put and put_writes (DELETED_ARGS="--records 100000")
 	$(PY) -m benchmarks.bench $(ARGS)
 	$(PY) -m benchmarks.store_bench $(STORE_ARGS)
 	$(PY) -m benchmarks.chat_storage $(CHAT_ARGS)
 	-$(PY) -m benchmarks.cache_bench $(CACHE_ARGS)  # needs a Redis server (--redis URL); skipped with a message without one
+	$(PY) -m benchmarks.deleted_bench $(DELETED_ARGS)
 
 bench-citus: install  ## the hot operations on a Citus cluster against one server (benchmarks/citus_bench.py; needs ../shared/citus built, or LANGGRAPH_PG_SAVER_TEST_CITUS_DSN)
 	$(PY) -m benchmarks.citus_bench $(CITUS_ARGS)
