@@ -1077,6 +1077,42 @@ DELETE FROM {schema}.pgsaver_writes AS w
 WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
   AND w.checkpoint_id = %(checkpoint_id)s
 
+-- name: late_subgraphs
+-- After a refusal (refuse_checkpoint; put_writes' LGD01), under the thread's exclusive lock: the
+-- namespaces a late run's subgraphs stored after the delete. A subgraph's first checkpoint has no
+-- parent to check, so it is stored; here every checkpoint of such a namespace names (LangGraph's
+-- metadata "parents" -> '') a root checkpoint the record covers: deleted with the thread, or
+-- refused since. Their checkpoints, writes and values go, and their ids join the record's refused
+-- (a subgraph still running then has its next put and writes refused); a namespace with any
+-- checkpoint of a live root (a new run's) stays whole. Returns how many checkpoints went.
+WITH d AS (
+    SELECT r.last_checkpoint_id, r.refused FROM {schema}.pgsaver_deleted_threads AS r
+    WHERE r.thread_id = %(thread_id)s
+), late AS (
+    SELECT c.checkpoint_ns
+    FROM {schema}.pgsaver_checkpoints AS c CROSS JOIN d
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns <> ''
+    GROUP BY c.checkpoint_ns
+    HAVING bool_and(coalesce(
+        d.last_checkpoint_id >= (c.metadata -> 'parents' ->> '')
+        OR (c.metadata -> 'parents' ->> '') = ANY (d.refused), false))
+), gone_blobs AS (
+    DELETE FROM {schema}.pgsaver_blobs AS b
+    WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns IN (SELECT checkpoint_ns FROM late)
+), gone_writes AS (
+    DELETE FROM {schema}.pgsaver_writes AS w
+    WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns IN (SELECT checkpoint_ns FROM late)
+), gone AS (
+    DELETE FROM {schema}.pgsaver_checkpoints AS c
+    WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns IN (SELECT checkpoint_ns FROM late)
+    RETURNING c.checkpoint_id
+), noted AS (
+    UPDATE {schema}.pgsaver_deleted_threads AS r
+    SET refused = r.refused || ARRAY(SELECT checkpoint_id FROM gone)
+    WHERE r.thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM gone)
+)
+SELECT count(*) FROM gone
+
 -- name: forget_deleted
 -- Retention's last step: the records of deletes older than %(keep)s, at most %(batch)s per
 -- statement (oldest first).

@@ -1,7 +1,9 @@
 """A worker process for tests/test_deleted_threads.py: runs a graph on the thread given with a
 PostgresSaver on the DSN given. Its node records that it started (table deleted_runs) and waits
 until the test says go (a row in deleted_go), so that the test deletes the thread while the run is
-in flight. Prints the outcome as JSON: the graph's output, or the error's type and attributes."""
+in flight; in the "subgraph" shape the node then runs a subgraph, whose first checkpoint (no
+parent) is stored after the delete. Prints the outcome as JSON: the graph's output, or the
+error's type and attributes."""
 
 from __future__ import annotations
 
@@ -21,7 +23,19 @@ class State(TypedDict):
     turns: int
 
 
-def graph(dsn: str, saver: PostgresSaver) -> Any:
+def subgraph() -> Any:
+    """Two steps, each a checkpoint in the subgraph's namespace (the parent's checkpointer)."""
+    g = StateGraph(State)
+    g.add_node("one", lambda s: {"text": s["text"] + "a", "turns": s["turns"] + 1})
+    g.add_node("two", lambda s: {"text": s["text"] + "b", "turns": s["turns"] + 1})
+    g.add_edge(START, "one")
+    g.add_edge("one", "two")
+    return g.compile()
+
+
+def graph(dsn: str, saver: PostgresSaver, shape: str = "flat") -> Any:
+    inner = subgraph()
+
     def answer(state: State) -> dict[str, Any]:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("INSERT INTO deleted_runs (text) VALUES (%s)", (state["text"],))
@@ -30,6 +44,9 @@ def graph(dsn: str, saver: PostgresSaver) -> Any:
                 if conn.execute("SELECT 1 FROM deleted_go").fetchone():
                     break
                 time.sleep(0.05)
+        if shape == "subgraph":
+            out: dict[str, Any] = inner.invoke(state)
+            return out
         return {"text": state["text"] + "!", "turns": state["turns"] + 1}
 
     def again(state: State) -> dict[str, Any]:
@@ -44,11 +61,11 @@ def graph(dsn: str, saver: PostgresSaver) -> Any:
 
 
 def main() -> None:
-    dsn, thread, text, durability = sys.argv[1:5]
+    dsn, thread, text, durability, shape = sys.argv[1:6]
     with PostgresSaver.from_conn_string(dsn) as saver:
         cfg = {"configurable": {"thread_id": thread}}
         try:
-            out = graph(dsn, saver).invoke(
+            out = graph(dsn, saver, shape).invoke(
                 {"text": text, "turns": 0},
                 cfg,
                 durability=durability,  # type: ignore[arg-type]

@@ -254,6 +254,87 @@ def test_a_new_run_beside_a_refused_late_run_keeps_writing(
         saver.put_writes(late_cfg, [("a", 1)], "late-task")
 
 
+def sub_run(saver: PostgresSaver, tid: str, ns: str, owners: list[str | None]) -> list[str]:
+    """A subgraph's checkpoints in ``ns``, the first without a parent (so stored whatever the
+    record says), each naming its root checkpoint (metadata "parents" -> ''), with a write."""
+    parent: str | None = None
+    ids = []
+    for i, owner in enumerate(owners):
+        cp = checkpoint({"s": f"{ns} {i}"}, {"s": i + 1})
+        meta: dict[str, Any] = {"step": i}
+        if owner is not None:
+            meta["parents"] = {"": owner}
+        stored = saver.put(config(tid, parent, ns), cp, meta, {"s": i + 1})  # type: ignore[arg-type]
+        parent = stored["configurable"]["checkpoint_id"]
+        saver.put_writes(stored, [("s", f"w{i}")], f"sub-task-{i}")
+        ids.append(parent)
+    return ids
+
+
+def namespaces(dsn: str, tid: str) -> dict[str, tuple[int, int, int]]:
+    """Each namespace of the thread: its checkpoints, writes and blobs."""
+    with psycopg.connect(dsn) as conn:
+        got = conn.execute(
+            "SELECT n, (SELECT count(*) FROM pgsaver_checkpoints WHERE thread_id = %(t)s"
+            " AND checkpoint_ns = n), (SELECT count(*) FROM pgsaver_writes WHERE thread_id = %(t)s"
+            " AND checkpoint_ns = n), (SELECT count(*) FROM pgsaver_blobs WHERE thread_id = %(t)s"
+            " AND checkpoint_ns = n) FROM (SELECT checkpoint_ns FROM pgsaver_checkpoints"
+            " WHERE thread_id = %(t)s UNION SELECT checkpoint_ns FROM pgsaver_writes"
+            " WHERE thread_id = %(t)s UNION SELECT checkpoint_ns FROM pgsaver_blobs"
+            " WHERE thread_id = %(t)s) AS s (n) ORDER BY n",
+            {"t": tid},
+        ).fetchall()
+    return {n: (int(c), int(w), int(b)) for n, c, w, b in got}
+
+
+@pytest.mark.parametrize("refusal", ["put", "put_writes"])
+def test_a_late_runs_subgraphs_go_with_its_refusal(
+    saver: PostgresSaver, db_dsn: str, refusal: str
+) -> None:
+    """A late run's subgraph started after the delete stores its first checkpoint (no parent to
+    check). The run's next refusal, of a put or of a put_writes, deletes every namespace whose
+    checkpoints all name a root checkpoint the record covers (nested ones and a subgraph compiled
+    with checkpointer=True too); a new run's namespaces, one the new run went on with, and one
+    whose checkpoints name no root stay whole."""
+    tid = f"late-subgraphs-{refusal}"
+    last = fill(saver, tid)
+    saver.delete_thread(tid)
+    # the late run, still on its deleted root checkpoint ``last``
+    inner = sub_run(saver, tid, "inner:task-1", [last, last, last])
+    sub_run(saver, tid, "inner:task-1|deep:task-2", [last, last])
+    sub_run(saver, tid, "memory", [last, last])  # checkpointer=True: a namespace per name
+    # a new run on the same id, beside it
+    fresh = saver.put(config(tid), checkpoint({"a": "new"}, {"a": 1}), {}, {"a": 1})
+    fresh_id = fresh["configurable"]["checkpoint_id"]
+    sub_run(saver, tid, "inner:task-9", [fresh_id, fresh_id])
+    sub_run(saver, tid, "shared", [last, fresh_id])  # the new run went on with it
+    sub_run(saver, tid, "unowned", [None])
+    assert inner[0] > last
+    before = namespaces(db_dsn, tid)
+    assert len(before) == 7
+    if refusal == "put":
+        with pytest.raises(ThreadDeletedError):
+            late_put(saver, tid, last)
+    else:
+        with pytest.raises(ThreadDeletedError):
+            saver.put_writes(config(tid, last), [("a", "late")], "late-task")
+    after = namespaces(db_dsn, tid)
+    assert sorted(after) == ["", "inner:task-9", "shared", "unowned"]
+    assert {n: after[n] for n in after} == {n: before[n] for n in after}
+    got = saver.get_tuple(config(tid))
+    assert got is not None
+    assert got.checkpoint["id"] == fresh_id
+    # the subgraph's checkpoints are refused now: its next put and its writes (a subgraph
+    # still running in the late run); nothing else changes
+    sub_cp = checkpoint({"s": "late"}, {"s": 9})
+    with pytest.raises(ThreadDeletedError) as put_err:
+        saver.put(config(tid, inner[-1], "inner:task-1"), sub_cp, {}, {"s": 9})
+    assert put_err.value.checkpoint_ns == "inner:task-1"
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(config(tid, inner[-1], "inner:task-1"), [("s", 1)], "t")
+    assert namespaces(db_dsn, tid) == after
+
+
 def test_prune_of_several_threads_records_each_newest_id(saver: PostgresSaver, db_dsn: str) -> None:
     newest = {f"many-{i}": fill(saver, f"many-{i}", 2 + i) for i in range(4)}
     saver.prune(sorted(newest), strategy="delete")
@@ -333,8 +414,18 @@ async def test_async_saver_refuses_late_writes(db_dsn: str) -> None:
         cp = checkpoint({"a": "late"}, {"a": 50})
         with pytest.raises(ThreadDeletedError):
             await saver.aput(config(tid, parent), cp, {}, {"a": 50})
+        # a late subgraph, stored after the delete (no parent), goes with the next refusal
+        sub = await saver.aput(
+            config(tid, None, "inner:task-1"),
+            checkpoint({"s": 1}, {"s": 1}),
+            {"parents": {"": parent}},  # type: ignore[typeddict-unknown-key]
+            {"s": 1},
+        )
+        assert (await saver.aget_tuple(sub)) is not None
         with pytest.raises(ThreadDeletedError):
             await saver.aput_writes(config(tid, parent), [("a", 1)], "t")
+        assert (await saver.aget_tuple(sub)) is None
+        assert rows(db_dsn, tid) == {"checkpoints": 0, "writes": 0, "blobs": 0}
         fresh = await saver.aput(config(tid), empty_checkpoint(), {}, {})
         assert (await saver.aget_tuple(fresh)) is not None
         await asyncio.sleep(0)
@@ -349,15 +440,18 @@ def gated(db_dsn: str) -> str:
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize("shape", ["flat", "subgraph"])
 def test_a_run_in_another_process_does_not_bring_its_thread_back(
-    saver: PostgresSaver, gated: str, durability: str
+    saver: PostgresSaver, gated: str, durability: str, shape: str
 ) -> None:
     """Two processes, as users reproduce it: a graph runs in a worker; this process deletes the
     thread while the worker's node runs; the worker's next write is refused and the thread
-    stays deleted. Then a new run on the same thread id works."""
-    tid = f"conversation-{durability}"
+    stays deleted. In the subgraph shape the node then runs a subgraph: its first checkpoint has
+    no parent to check and is stored, and the refusal of the node's writes takes the subgraph's
+    rows along. Then a new run on the same thread id works."""
+    tid = f"conversation-{durability}-{shape}"
     worker = subprocess.Popen(
-        [*WORKER, gated, tid, "hello", durability], stdout=subprocess.PIPE, text=True
+        [*WORKER, gated, tid, "hello", durability, shape], stdout=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 60
@@ -382,10 +476,19 @@ def test_a_run_in_another_process_does_not_bring_its_thread_back(
     # a new run on the same id, in this process (the gate is open)
     import deleted_worker
 
-    out2 = deleted_worker.graph(gated, saver).invoke(
+    out2 = deleted_worker.graph(gated, saver, shape).invoke(
         {"text": "again", "turns": 0}, {"configurable": {"thread_id": tid}}
     )
-    assert out2 == {"text": "again!?", "turns": 2}
+    if shape == "subgraph":
+        assert out2 == {"text": "againab?", "turns": 3}
+        with psycopg.connect(gated) as conn:
+            nss = conn.execute(
+                "SELECT DISTINCT checkpoint_ns FROM pgsaver_checkpoints WHERE thread_id = %s",
+                (tid,),
+            ).fetchall()
+        assert len(nss) == 2  # the root and the new run's subgraph call
+    else:
+        assert out2 == {"text": "again!?", "turns": 2}
     assert saver.get_tuple(config(tid)) is not None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -49,10 +50,13 @@ from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import (
     InvalidInputError,
     ParentCheckpointMissingError,
+    PgSaverError,
     PrivilegeError,
     StatementTimeoutError,
     ThreadDeletedError,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class PostgresSaver(PoolOwner, SaverBase):
@@ -474,7 +478,18 @@ class PostgresSaver(PoolOwner, SaverBase):
         )
         if built is None:
             return
-        self._driver.run(self._put_writes_call(built))
+        try:
+            self._driver.run(self._put_writes_call(built))
+        except ThreadDeletedError:
+            if not self._driver.in_caller_transaction():
+                # what the late run's subgraphs stored since the delete goes too (the next
+                # refusal tries again if this cannot run: the refusal is what the caller gets)
+                tid = built.params["thread_id"]
+                try:
+                    self._driver.drive(_lifecycle.drop_late_subgraphs(self._q, tid))
+                except PgSaverError as exc:
+                    logger.warning("late subgraphs of deleted thread %s not deleted: %s", tid, exc)
+            raise
         mark = _writing.writes_status(built.params["checkpoint_ns"], writes)
         if mark is not None:
             # an interrupt or an error at a root checkpoint: the thread's status row says so
