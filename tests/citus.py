@@ -119,6 +119,56 @@ class Cluster:
                 conn.execute("SELECT citus_add_node(%s, %s::int)", (host, port))
         return dsns[0]
 
+    def seal(self, dsn: str) -> str:
+        """Make the database of ``dsn`` a template on every node (copy_db): no connection may
+        open (Citus's maintenance daemon included) and those open are ended. Its name."""
+        name = str(conninfo_to_dict(dsn)["dbname"])
+        for node in self.node_dsns("postgres"):
+            with psycopg.connect(node, autocommit=True) as conn:
+                # (ALTER DATABASE is refused on a worker: the catalog, as a superuser may)
+                conn.execute(
+                    "UPDATE pg_database SET datallowconn = false WHERE datname = %s", (name,)
+                )
+                conn.execute(_END_SESSIONS, (name,))
+        return name
+
+    def copy_db(self, template: str) -> str:
+        """A new database copied from ``template`` (sealed) on every node: the same tables,
+        shards and Citus metadata under a new name, in about a sixth of create_db and setup()'s
+        time. Its DSN; drop it with drop_copy."""
+        name = f"lgps_c_{uuid.uuid4().hex[:12]}"
+        done: list[str] = []
+        try:
+            for node in self.node_dsns("postgres"):
+                with psycopg.connect(node, autocommit=True) as conn:
+                    for _ in range(100):
+                        try:
+                            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                            break
+                        except psycopg.errors.ObjectInUse:
+                            # a daemon that had not seen the seal yet
+                            conn.execute(_END_SESSIONS, (template,))
+                            time.sleep(0.05)
+                    else:
+                        raise RuntimeError(f"template {template} stays in use on {node}")
+                done.append(node)
+        except BaseException:
+            self._drop_on(done, name)
+            raise
+        return self.node_dsns(name)[0]
+
+    def drop_copy(self, dsn: str) -> None:
+        """Drop a database copy_db made, on every node (a local database on each: Citus does
+        not propagate its drop)."""
+        name = str(conninfo_to_dict(dsn)["dbname"])
+        self._drop_on(self.node_dsns("postgres"), name)
+
+    @staticmethod
+    def _drop_on(nodes: list[str], name: str) -> None:
+        for node in reversed(nodes):
+            with psycopg.connect(node, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
     def drop_db(self, dsn: str) -> None:
         name = conninfo_to_dict(dsn)["dbname"]
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -225,6 +275,21 @@ def _pg_ctl(data: Path, *args: str) -> None:
     subprocess.run(
         [*as_pg, str(pgbin / "pg_ctl"), "-D", str(data), *args], check=True, capture_output=True
     )
+
+
+_END_SESSIONS = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE datname = %s AND pid <> pg_backend_pid()"
+)
+
+
+@contextlib.contextmanager
+def copied_database(cluster: Cluster, template: str) -> Iterator[str]:
+    dsn = cluster.copy_db(template)
+    try:
+        yield dsn
+    finally:
+        cluster.drop_copy(dsn)
 
 
 @contextlib.contextmanager

@@ -31,13 +31,14 @@ import pytest
 from helpers import checkpoint, config
 from test_indexes import plan_nodes
 
-from langgraph_pg_saver import PostgresCache, PostgresSaver, PostgresStore
+from langgraph_pg_saver import PostgresCache, PostgresSaver, PostgresStore, ThreadDeletedError
 from langgraph_pg_saver.db import policy
 from langgraph_pg_saver.db.pool import DEFAULT_PREPARE_THRESHOLD
 
 TABLES = ("pgsaver_checkpoints", "pgsaver_blobs", "pgsaver_writes")
 STORE = "pgsaver_store"
 CACHE = "pgsaver_cache"
+DELETED = "pgsaver_deleted_threads"  # read by every put_writes (migration 0018's check)
 GROWN = 20_000  # checkpoints added in SQL after the plans are made
 SETTLE = 14  # runs of each operation before the growth: prepared by the client after 5 (the
 # default threshold), then 5 custom plans on the server, generic from the next
@@ -48,7 +49,7 @@ def seq_scans(plan: Any) -> list[str]:
         {
             n["Relation Name"]
             for n in plan_nodes(plan)
-            if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in (*TABLES, STORE, CACHE)
+            if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in (*TABLES, STORE, CACHE, DELETED)
         }
     )
 
@@ -66,12 +67,12 @@ def analyzed_empty(db_dsn: str) -> str:
             conn.execute("LOAD 'auto_explain'")
         except psycopg.Error as exc:  # contrib missing: nothing to look at the plans with
             pytest.skip(f"auto_explain is not available: {exc}")
-        for table in (*TABLES, STORE, CACHE):
+        for table in (*TABLES, STORE, CACHE, DELETED):
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
             conn.execute(f"ANALYZE {table}")
         rows = conn.execute(
             "SELECT relname, reltuples FROM pg_class WHERE relname = ANY(%s)",
-            ([*TABLES, STORE, CACHE],),
+            ([*TABLES, STORE, CACHE, DELETED],),
         ).fetchall()
     assert all(r[1] == 0 for r in rows), rows  # analyzed (0), not never analyzed (-1)
     return db_dsn
@@ -105,9 +106,15 @@ def grow(dsn: str) -> None:
             " FROM generate_series(1, %s) AS i, generate_series(0, 2) AS w",
             (GROWN,),
         )
+        # the records of as many deleted threads (their ids sort apart from the live threads')
+        conn.execute(
+            "INSERT INTO pgsaver_deleted_threads (thread_id, last_checkpoint_id)"
+            " SELECT 'deleted-' || i, lpad(i::text, 10, '0') FROM generate_series(1, %s) AS i",
+            (GROWN,),
+        )
         pages = conn.execute(
             "SELECT min(pg_relation_size(t::regclass)) / 8192 FROM unnest(%s::text[]) AS t",
-            (list(TABLES),),
+            ([*TABLES, DELETED],),
         ).fetchone()
     assert pages is not None
     assert pages[0] > 100  # far past the few pages the plans were made on
@@ -193,6 +200,19 @@ def hot_path(saver: PostgresSaver, thread: str, runs: int) -> None:
         assert saver.get_delta_channel_history(config=latest, channels=["a", "b"])
 
 
+def refused(saver: PostgresSaver, thread: str) -> None:
+    """The thread deleted while a run goes on: the run's next put and put_writes are refused
+    (migration 0018; the record's reads, and the refusal's cleanup, on the grown tables)."""
+    last = saver.get_tuple(config(thread))
+    assert last is not None
+    saver.delete_thread(thread)
+    late = checkpoint({"a": "late", "b": [0]}, {"a": "900", "b": "900"})
+    with pytest.raises(ThreadDeletedError):
+        saver.put(last.config, late, {"step": 99}, {"a": 900, "b": 900})
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(last.config, [("a", "late")], "late-task")
+
+
 @pytest.fixture(
     params=[0, DEFAULT_PREPARE_THRESHOLD, None], ids=["prepare-0", "default", "unprepared"]
 )
@@ -227,6 +247,7 @@ def test_the_hot_path_stays_on_its_indexes_after_statistics_of_empty_tables(
     session.watch(True)
     hot_path(saver, "small", 3)  # a thread begun before the growth
     hot_path(saver, "after", 3)
+    refused(saver, "small")  # a delete, then a late run's writes: the records read by key
     session.watch(False)
     scans: dict[str, list[str]] = {}
     grew: dict[str, tuple[int, int]] = {}
