@@ -49,7 +49,8 @@ def seq_scans(plan: Any) -> list[str]:
         {
             n["Relation Name"]
             for n in plan_nodes(plan)
-            if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in (*TABLES, STORE, CACHE, DELETED)
+            if n["Node Type"] == "Seq Scan"
+            and n.get("Relation Name") in (*TABLES, STORE, CACHE, DELETED)
         }
     )
 
