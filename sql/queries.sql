@@ -3316,6 +3316,13 @@ JOIN pg_class AS c ON c.oid = to_regclass(quote_ident(%(schema)s) || '.' || t.na
 LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
 ORDER BY t.n
 
+-- name: ops_deleted_oldest
+-- doctor's look at migration 0018's records of deleted threads: the oldest delete recorded (by
+-- the deleted_at index) and whether it is older than %(stale)s, which says no retention job
+-- forgets them (it forgets those older than keep_deleted, 7 days by default).
+SELECT min(d.deleted_at), min(d.deleted_at) < now() - %(stale)s::interval
+FROM {schema}.pgsaver_deleted_threads AS d
+
 -- name: ops_autovacuum
 -- Whether autovacuum runs here: the server's settings (it needs track_counts too), and which of
 -- our tables have it turned off (autovacuum_enabled among their storage options).

@@ -174,6 +174,7 @@ def test_doctor_direct_and_through_pgbouncer(filled: str, bouncer: Any, empty_db
         "jit",
         "autovacuum",
         "bloat",
+        "deleted threads",
         *(["citus"] if ON_CITUS else []),  # how the schema is distributed
     }
     assert "direct connection" in checks["pooler"]["detail"]
@@ -260,6 +261,38 @@ def test_doctor_says_when_autovacuum_is_off_and_what_a_vacuum_returns(filled: st
     assert {c["check"]: c for c in cli_json("doctor", dsn=filled)["checks"]}["autovacuum"][
         "status"
     ] == "OK"
+
+
+def test_doctor_warns_when_nothing_forgets_the_records_of_deleted_threads(filled: str) -> None:
+    """Records of deleted threads older than 30 days say no retention job runs: doctor warns;
+    prune (retention) with --keep-deleted forgets them, and doctor is content again."""
+    cli("delete-thread", "t-001", "--yes", dsn=filled)
+    cli("delete-thread", "t-002", "--yes", dsn=filled)
+
+    def check() -> dict[str, Any]:
+        checks = {c["check"]: c for c in cli_json("doctor", dsn=filled)["checks"]}
+        return dict(checks["deleted threads"])
+
+    fresh = check()
+    assert fresh["status"] == "OK", fresh
+    assert "the oldest from" in fresh["detail"]
+    with psycopg.connect(filled, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgsaver_deleted_threads SET deleted_at = now() - interval '40 days'"
+            " WHERE thread_id = 't-001'"
+        )
+    stale = check()
+    assert stale["status"] == "WARN", stale
+    assert "no retention job forgets them" in stale["detail"]
+    assert "--keep-deleted" in stale["fix"]
+    # --keep-deleted 30d: the record 40 days old goes, the fresh one stays
+    cli("prune", "--idle-for", "3650d", "--keep-deleted", "30d", "--yes", dsn=filled)
+    with psycopg.connect(filled) as conn:
+        left = conn.execute("SELECT thread_id FROM pgsaver_deleted_threads").fetchall()
+    assert left == [("t-002",)]
+    assert check()["status"] == "OK"
+    cli("prune", "--idle-for", "3650d", "--keep-deleted", "0s", "--yes", dsn=filled)
+    assert check() == {**check(), "status": "OK", "detail": "no delete recorded"}
 
 
 # --------------------------------------------------------------------------- status, threads

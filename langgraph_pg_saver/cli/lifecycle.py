@@ -73,6 +73,14 @@ from langgraph_pg_saver.errors import ThreadNotEmptyError
     help="Threads handled per step (the unit of progress and of resuming).",
 )
 @click.option("--start-after", default="", help="Resume after this thread id.")
+@click.option(
+    "--keep-deleted",
+    callback=parse_duration,
+    default="7d",
+    show_default=True,
+    help="Forget the records of threads deleted longer ago than this (until then, a late "
+    "run's writes to a deleted thread are refused).",
+)
 @click.option("--dry-run", is_flag=True, help="Report what would go; delete nothing.")
 @yes_option
 @missing_ok_option("prune the others")
@@ -87,6 +95,7 @@ def prune(
     batch_size: int,
     thread_batch: int,
     start_after: str,
+    keep_deleted: timedelta,
     dry_run: bool,
     yes: bool,
     missing_ok: bool,
@@ -128,6 +137,7 @@ def prune(
                     batch=batch_size,
                     start_after=start_after,
                     progress=progress,
+                    keep_deleted=keep_deleted,
                 )
 
         asking = asks(yes)

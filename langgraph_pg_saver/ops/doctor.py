@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -289,6 +290,37 @@ def _table_checks(
         )
     elif tables:
         doc.add("bloat", "OK", "dead rows under 20% in every table")
+    if "pgsaver_deleted_threads" in tables:
+        _deleted_check(doc, driver, q, int(tables["pgsaver_deleted_threads"][1]))
+
+
+#: a record of a deleted thread older than this says that no retention job forgets them
+STALE_DELETED = timedelta(days=30)
+
+
+def _deleted_check(doc: DoctorReport, driver: Driver, q: Queries, rows: int) -> None:
+    """Migration 0018's records of deleted threads: only retention forgets them."""
+    found = driver.fetch_one(q["ops_deleted_oldest"], {"stale": STALE_DELETED})
+    oldest, stale = (found[0], bool(found[1])) if found else (None, False)
+    about = f"about {rows:,} " if rows else ""
+    if oldest is None:
+        doc.add("deleted threads", "OK", "no delete recorded")
+    elif stale:
+        doc.add(
+            "deleted threads",
+            "WARN",
+            f"{about}records of deleted threads, the oldest from {oldest:%Y-%m-%d}: no "
+            f"retention job forgets them (it forgets those older than keep_deleted, 7 days by "
+            "default), so the table keeps a row for every thread ever deleted",
+            "run `langgraph-pg-saver prune --idle-for 30d` (or saver.retention()) on a "
+            "schedule; --keep-deleted sets how long a deleted thread refuses a late run's writes",
+        )
+    else:
+        doc.add(
+            "deleted threads",
+            "OK",
+            f"{about}records of deleted threads, the oldest from {oldest:%Y-%m-%d}",
+        )
 
 
 def _privileges(doc: DoctorReport, driver: Driver, role: str) -> bool:
