@@ -1081,21 +1081,28 @@ WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(checkpoint_ns)s
 -- After a refusal (refuse_checkpoint; put_writes' LGD01), under the thread's exclusive lock: the
 -- namespaces a late run's subgraphs stored after the delete. A subgraph's first checkpoint has no
 -- parent to check, so it is stored; here every checkpoint of such a namespace names (LangGraph's
--- metadata "parents" -> '') a root checkpoint the record covers: deleted with the thread, or
--- refused since. Their checkpoints, writes and values go, and their ids join the record's refused
--- (a subgraph still running then has its next put and writes refused); a namespace with any
--- checkpoint of a live root (a new run's) stays whole. Returns how many checkpoints went.
+-- metadata "parents" -> '') a root checkpoint that the record covers (deleted with the thread, or
+-- refused since) and that is not stored (a copy or import into the deleted id keeps older ids;
+-- a worker's clock may lag). Their checkpoints, writes and values go, and each namespace's newest
+-- id joins the record's refused (what a subgraph still running names next: its put's parent, its
+-- writes' checkpoint); a namespace with any checkpoint of another root stays whole. Returns how
+-- many checkpoints went.
 WITH d AS (
     SELECT r.last_checkpoint_id, r.refused FROM {schema}.pgsaver_deleted_threads AS r
     WHERE r.thread_id = %(thread_id)s
 ), late AS (
-    SELECT c.checkpoint_ns
+    SELECT c.checkpoint_ns, max(c.checkpoint_id) AS newest
     FROM {schema}.pgsaver_checkpoints AS c CROSS JOIN d
     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns <> ''
     GROUP BY c.checkpoint_ns
     HAVING bool_and(coalesce(
-        d.last_checkpoint_id >= (c.metadata -> 'parents' ->> '')
-        OR (c.metadata -> 'parents' ->> '') = ANY (d.refused), false))
+        (d.last_checkpoint_id >= (c.metadata -> 'parents' ->> '')
+         OR (c.metadata -> 'parents' ->> '') = ANY (d.refused))
+        AND NOT EXISTS (
+            SELECT 1 FROM {schema}.pgsaver_checkpoints AS o
+            WHERE o.thread_id = %(thread_id)s AND o.checkpoint_ns = ''
+              AND o.checkpoint_id = (c.metadata -> 'parents' ->> '')
+        ), false))
 ), gone_blobs AS (
     DELETE FROM {schema}.pgsaver_blobs AS b
     WHERE b.thread_id = %(thread_id)s AND b.checkpoint_ns IN (SELECT checkpoint_ns FROM late)
@@ -1105,11 +1112,11 @@ WITH d AS (
 ), gone AS (
     DELETE FROM {schema}.pgsaver_checkpoints AS c
     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns IN (SELECT checkpoint_ns FROM late)
-    RETURNING c.checkpoint_id
+    RETURNING 1
 ), noted AS (
     UPDATE {schema}.pgsaver_deleted_threads AS r
-    SET refused = r.refused || ARRAY(SELECT checkpoint_id FROM gone)
-    WHERE r.thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM gone)
+    SET refused = r.refused || ARRAY(SELECT newest FROM late)
+    WHERE r.thread_id = %(thread_id)s AND EXISTS (SELECT 1 FROM late)
 )
 SELECT count(*) FROM gone
 

@@ -123,6 +123,9 @@ class Cluster:
         """Make the database of ``dsn`` a template on every node (copy_db): no connection may
         open (Citus's maintenance daemon included) and those open are ended. Its name."""
         name = str(conninfo_to_dict(dsn)["dbname"])
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            # no prepared transaction left to recover: a sealed database's would stay forever
+            conn.execute("SELECT recover_prepared_transactions()")
         for node in self.node_dsns("postgres"):
             with psycopg.connect(node, autocommit=True) as conn:
                 # (ALTER DATABASE is refused on a worker: the catalog, as a superuser may)
@@ -141,6 +144,8 @@ class Cluster:
         try:
             for node in self.node_dsns("postgres"):
                 with psycopg.connect(node, autocommit=True) as conn:
+                    # a local database on each node (a cluster given by DSN may propagate)
+                    conn.execute("SET citus.enable_create_database_propagation = off")
                     for _ in range(100):
                         try:
                             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -165,9 +170,18 @@ class Cluster:
 
     @staticmethod
     def _drop_on(nodes: list[str], name: str) -> None:
+        """Drop ``name`` on each node, each tried (a worker a test left stopped fails alone);
+        the first failure raised after."""
+        failed: list[BaseException] = []
         for node in reversed(nodes):
-            with psycopg.connect(node, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            try:
+                with psycopg.connect(node, autocommit=True) as conn:
+                    conn.execute("SET citus.enable_create_database_propagation = off")
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except psycopg.Error as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
     def drop_db(self, dsn: str) -> None:
         name = conninfo_to_dict(dsn)["dbname"]

@@ -33,7 +33,7 @@ def subgraph() -> Any:
     return g.compile()
 
 
-def graph(dsn: str, saver: PostgresSaver, shape: str = "flat") -> Any:
+def graph(dsn: str, saver: PostgresSaver, shape: str = "flat", thread: str = "") -> Any:
     inner = subgraph()
 
     def answer(state: State) -> dict[str, Any]:
@@ -46,6 +46,12 @@ def graph(dsn: str, saver: PostgresSaver, shape: str = "flat") -> Any:
                 time.sleep(0.05)
         if shape == "subgraph":
             out: dict[str, Any] = inner.invoke(state)
+            with psycopg.connect(dsn, autocommit=True) as conn:  # what the subgraph stored
+                conn.execute(
+                    "INSERT INTO deleted_runs (text) SELECT 'subgraph rows: ' || count(*)"
+                    " FROM pgsaver_checkpoints WHERE thread_id = %s AND checkpoint_ns <> ''",
+                    (thread,),
+                )
             return out
         return {"text": state["text"] + "!", "turns": state["turns"] + 1}
 
@@ -65,7 +71,7 @@ def main() -> None:
     with PostgresSaver.from_conn_string(dsn) as saver:
         cfg = {"configurable": {"thread_id": thread}}
         try:
-            out = graph(dsn, saver, shape).invoke(
+            out = graph(dsn, saver, shape, thread).invoke(
                 {"text": text, "turns": 0},
                 cfg,
                 durability=durability,  # type: ignore[arg-type]

@@ -292,7 +292,22 @@ def test_doctor_warns_when_nothing_forgets_the_records_of_deleted_threads(filled
     assert left == [("t-002",)]
     assert check()["status"] == "OK"
     cli("prune", "--idle-for", "3650d", "--keep-deleted", "0s", "--yes", dsn=filled)
-    assert check() == {**check(), "status": "OK", "detail": "no delete recorded"}
+    empty = check()
+    assert (empty["status"], empty["detail"]) == ("OK", "no delete recorded")
+    # with --strategy delete it would do nothing: refused
+    bad = cli(
+        "prune",
+        "--strategy",
+        "delete",
+        "--thread",
+        "t-003",
+        "--keep-deleted",
+        "1d",
+        "--yes",
+        dsn=filled,
+        check=2,
+    )
+    assert "--keep-deleted goes with --keep-last or --idle-for" in bad.stderr
 
 
 # --------------------------------------------------------------------------- status, threads

@@ -301,8 +301,8 @@ def test_a_late_runs_subgraphs_go_with_its_refusal(
     saver.delete_thread(tid)
     # the late run, still on its deleted root checkpoint ``last``
     inner = sub_run(saver, tid, "inner:task-1", [last, last, last])
-    sub_run(saver, tid, "inner:task-1|deep:task-2", [last, last])
-    sub_run(saver, tid, "memory", [last, last])  # checkpointer=True: a namespace per name
+    deep = sub_run(saver, tid, "inner:task-1|deep:task-2", [last, last])
+    memory = sub_run(saver, tid, "memory", [last, last])  # checkpointer=True: one per name
     # a new run on the same id, beside it
     fresh = saver.put(config(tid), checkpoint({"a": "new"}, {"a": 1}), {}, {"a": 1})
     fresh_id = fresh["configurable"]["checkpoint_id"]
@@ -320,6 +320,10 @@ def test_a_late_runs_subgraphs_go_with_its_refusal(
             saver.put_writes(config(tid, last), [("a", "late")], "late-task")
     after = namespaces(db_dsn, tid)
     assert sorted(after) == ["", "inner:task-9", "shared", "unowned"]
+    # what joined the record's refused: each deleted namespace's newest id (and a refused put's)
+    refused = refused_ids(db_dsn, tid)
+    assert {inner[-1], deep[-1], memory[-1]} <= set(refused)
+    assert len(refused) == 3 + (refusal == "put")
     assert {n: after[n] for n in after} == {n: before[n] for n in after}
     got = saver.get_tuple(config(tid))
     assert got is not None
@@ -333,6 +337,82 @@ def test_a_late_runs_subgraphs_go_with_its_refusal(
     with pytest.raises(ThreadDeletedError):
         saver.put_writes(config(tid, inner[-1], "inner:task-1"), [("s", 1)], "t")
     assert namespaces(db_dsn, tid) == after
+
+
+def refused_ids(dsn: str, tid: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT refused FROM pgsaver_deleted_threads WHERE thread_id = %s", (tid,)
+        ).fetchone()
+    return list(row[0]) if row else []
+
+
+def test_the_cleanup_keeps_the_subgraphs_of_stored_root_checkpoints(
+    saver: PostgresSaver, db_dsn: str
+) -> None:
+    """Root checkpoints older than the delete can be stored again: a copy into the deleted id
+    keeps the source's ids, and a worker whose clock lags makes older ids. Their subgraph
+    namespaces name a root the record covers, but one that is stored: a refusal leaves them."""
+    skewed = checkpoint({"a": "lagging clock"}, {"a": 1})  # made now: older than what follows
+    src_last = fill(saver, "restore-source")
+    sub_run(saver, "restore-source", "inner:task-1", [src_last, src_last])
+    for tid in ("restored", "lagging"):
+        last = fill(saver, tid)
+        saver.delete_thread(tid)
+        if tid == "restored":  # from a backup thread: the source's (older) ids
+            saver.copy_thread("restore-source", tid)
+        else:  # a new run on a worker whose clock lags: no parent, an older id
+            saver.put(config(tid), skewed, {}, {"a": 1})
+            sub_run(saver, tid, "inner:task-2", [skewed["id"], skewed["id"]])
+        assert skewed["id"] < last
+        before = namespaces(db_dsn, tid)
+        assert len(before) == 2
+        with pytest.raises(ThreadDeletedError):
+            late_put(saver, tid, last)
+        with pytest.raises(ThreadDeletedError):
+            saver.put_writes(config(tid, last), [("a", 1)], "late")
+        assert namespaces(db_dsn, tid) == before
+
+
+def test_a_failed_cleanup_leaves_the_refusal_as_it_was(saver: PostgresSaver, db_dsn: str) -> None:
+    """The cleanup runs after the refusal, in a transaction of its own: where it fails (here a
+    trigger refuses it; a lock it cannot get in time), the caller still gets ThreadDeletedError,
+    the refused id stays recorded, and the next refusal cleans up."""
+    tid = "cleanup-fails"
+    last = fill(saver, tid)
+    saver.delete_thread(tid)
+    inner = sub_run(saver, tid, "inner:task-1", [last, last])
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION no_deletes() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'no deletes here'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER no_deletes BEFORE DELETE ON pgsaver_blobs "
+            "FOR EACH ROW EXECUTE FUNCTION no_deletes()"
+        )
+    with pytest.raises(ThreadDeletedError) as err:
+        late_put(saver, tid, last)
+    assert err.value.operation == "put"
+    assert len(refused_ids(db_dsn, tid)) == 1  # the late put's own id, recorded
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(config(tid, last), [("a", 1)], "late")
+    assert "inner:task-1" in namespaces(db_dsn, tid)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER no_deletes ON pgsaver_blobs")
+        # a lock the cleanup waits for (copy_thread holds its source's so): it gives up in time
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock_shared(1818718323, hashtext(%s))", (tid,))
+            steps = _lifecycle.drop_late_subgraphs(saver._q, tid, lock_timeout=0.3)
+            with pytest.raises(Exception, match="lock"):
+                saver._driver.drive(steps)
+            with pytest.raises(ThreadDeletedError):  # the late write, refused all the same
+                saver.put_writes(config(tid, last), [("a", 1)], "late")
+            assert "inner:task-1" in namespaces(db_dsn, tid)
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(config(tid, last), [("a", 1)], "late")
+    assert "inner:task-1" not in namespaces(db_dsn, tid)
+    assert inner[-1] in refused_ids(db_dsn, tid)
 
 
 def test_prune_of_several_threads_records_each_newest_id(saver: PostgresSaver, db_dsn: str) -> None:
@@ -473,6 +553,13 @@ def test_a_run_in_another_process_does_not_bring_its_thread_back(
     assert result["thread_id"] == tid
     assert saver.get_tuple(config(tid)) is None
     assert rows(gated, tid) == {"checkpoints": 0, "writes": 0, "blobs": 0}
+    if shape == "subgraph":  # its checkpoints were stored after the delete, then deleted
+        with psycopg.connect(gated) as conn:
+            said = conn.execute(
+                "SELECT text FROM deleted_runs WHERE text LIKE 'subgraph rows: %'"
+            ).fetchall()
+        assert said, "the subgraph never ran"
+        assert int(said[0][0].split(": ")[1]) >= 2, said
     # a new run on the same id, in this process (the gate is open)
     import deleted_worker
 

@@ -391,32 +391,30 @@ def refuse_checkpoint(q: Queries, params: Mapping[str, Any]) -> Steps:
 
     def refused(rows: Rows) -> Step | None:
         found[:] = [rows]
-        if not rows:
-            return None
-        late = _late_subgraphs(q, args["thread_id"])
-        return Step((Stmt(q["refused_writes"], args), *late.statements), then=late.then)
+        return Step((Stmt(q["refused_writes"], args),)) if rows else None
 
     yield Step(locked(q, [args["thread_id"]], Stmt(q["refuse_checkpoint"], args)), then=refused)
     rows = found[0] if found else []
     return rows[0][0] if rows else None
 
 
-def _late_subgraphs(q: Queries, thread_id: str) -> Step:
-    """The namespaces a late run's subgraphs stored after the thread's delete (their first
-    checkpoint has no parent to check), deleted; then, if any went, the thread's parts no value
-    names any more and its status row (refresh_status)."""
+def drop_late_subgraphs(
+    q: Queries, thread_id: str, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT
+) -> Steps:
+    """After a refusal (ThreadDeletedError), in a transaction of its own under the thread's
+    exclusive lock: the namespaces a late run's subgraphs stored since the delete (their first
+    checkpoint has no parent to check), deleted (``late_subgraphs``); then, if any went, the
+    thread's parts no value names any more and its status row (refresh_status). Returns how many
+    checkpoints went."""
+    gone: list[int] = []
 
     def cleaned(rows: Rows) -> Step | None:
-        return refresh_status(q, [thread_id]) if rows and int(rows[0][0]) else None
+        gone[:] = [int(rows[0][0]) if rows else 0]
+        return refresh_status(q, [thread_id]) if gone[0] else None
 
-    return Step((Stmt(q["late_subgraphs"], {"thread_id": thread_id}),), then=cleaned)
-
-
-def drop_late_subgraphs(q: Queries, thread_id: str) -> Steps:
-    """After put_writes was refused (ThreadDeletedError): under the thread's exclusive lock, what
-    the late run's subgraphs stored since the delete, deleted (see :func:`_late_subgraphs`)."""
-    late = _late_subgraphs(q, thread_id)
-    yield Step(locked(q, [thread_id], *late.statements), then=late.then)
+    late = Stmt(q["late_subgraphs"], {"thread_id": thread_id})
+    yield Step(locked(q, [thread_id], late), lock_timeout, then=cleaned)
+    return gone[0] if gone else 0
 
 
 def deleted_time(at: object) -> str:

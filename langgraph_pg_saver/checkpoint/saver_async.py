@@ -59,7 +59,6 @@ from langgraph_pg_saver.db.steps import Report
 from langgraph_pg_saver.errors import (
     InvalidInputError,
     ParentCheckpointMissingError,
-    PgSaverError,
     PrivilegeError,
     StatementTimeoutError,
     ThreadDeletedError,
@@ -501,6 +500,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
                     # whether the thread was deleted after the parent was stored (migration 0018)
                     at = await self._driver.drive(_lifecycle.refuse_checkpoint(self._q, p))
                 if at is not None:
+                    await self._drop_late_subgraphs(p["thread_id"])
                     raise ThreadDeletedError(
                         "put",
                         p["thread_id"],
@@ -518,6 +518,20 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
             await self._driver.run(self._status_mark_call(put.params, status))
         _telemetry.written("put", 1 + len(new_versions), put.params)
         return _writing.put_result(put.params)
+
+    async def _drop_late_subgraphs(self, thread_id: str) -> None:
+        """After a refusal: what the late run's subgraphs stored since the delete, deleted in a
+        transaction of its own (``lifecycle.drop_late_subgraphs``). Best effort: the refusal is
+        what the caller gets, and the run's next refusal tries again. Nothing where the caller's
+        transaction or pipeline holds the connection (a failure would end theirs)."""
+        if not self._driver.statement_fails_alone():
+            return
+        try:
+            await self._driver.drive(_lifecycle.drop_late_subgraphs(self._q, thread_id))
+        except Exception as exc:  # the ThreadDeletedError under way matters more
+            logger.warning(
+                "thread %s: the late run's subgraph rows were not deleted: %s", thread_id, exc
+            )
 
     @_telemetry.instrumented("put_writes")
     async def aput_writes(
@@ -538,14 +552,7 @@ class AsyncPostgresSaver(AsyncPoolOwner, SaverBase):
         try:
             await self._driver.run(self._put_writes_call(built))
         except ThreadDeletedError:
-            if not self._driver.in_caller_transaction():
-                # what the late run's subgraphs stored since the delete goes too (the next
-                # refusal tries again if this cannot run: the refusal is what the caller gets)
-                tid = built.params["thread_id"]
-                try:
-                    await self._driver.drive(_lifecycle.drop_late_subgraphs(self._q, tid))
-                except PgSaverError as exc:
-                    logger.warning("late subgraphs of deleted thread %s not deleted: %s", tid, exc)
+            await self._drop_late_subgraphs(built.params["thread_id"])
             raise
         mark = _writing.writes_status(built.params["checkpoint_ns"], writes)
         if mark is not None:

@@ -17,6 +17,7 @@ from datetime import timedelta
 import click
 
 from langgraph_pg_saver import ops
+from langgraph_pg_saver.checkpoint.lifecycle import DEFAULT_KEEP_DELETED
 from langgraph_pg_saver.checkpoint.saver import PostgresSaver
 from langgraph_pg_saver.cli._common import (
     NOTHING_DELETED,
@@ -76,10 +77,8 @@ from langgraph_pg_saver.errors import ThreadNotEmptyError
 @click.option(
     "--keep-deleted",
     callback=parse_duration,
-    default="7d",
-    show_default=True,
-    help="Forget the records of threads deleted longer ago than this (until then, a late "
-    "run's writes to a deleted thread are refused).",
+    help="Then forget the records of threads deleted longer ago than this, every thread's "
+    "(until then a late run's writes to a deleted thread are refused)  [default: 7d]",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would go; delete nothing.")
 @yes_option
@@ -95,7 +94,7 @@ def prune(
     batch_size: int,
     thread_batch: int,
     start_after: str,
-    keep_deleted: timedelta,
+    keep_deleted: timedelta | None,
     dry_run: bool,
     yes: bool,
     missing_ok: bool,
@@ -110,6 +109,11 @@ def prune(
             raise click.UsageError("--strategy keep_latest is --keep-last 1")
         keep_last = 1
     if strategy == "delete":
+        if keep_deleted is not None:
+            raise click.UsageError(
+                "--keep-deleted goes with --keep-last or --idle-for (retention forgets the "
+                "records); --strategy delete only deletes the --thread threads"
+            )
         if not thread_ids or keep_last or idle_for:
             raise click.UsageError(
                 "--strategy delete deletes the --thread threads whole; use --idle-for to delete "
@@ -137,7 +141,7 @@ def prune(
                     batch=batch_size,
                     start_after=start_after,
                     progress=progress,
-                    keep_deleted=keep_deleted,
+                    keep_deleted=(DEFAULT_KEEP_DELETED if keep_deleted is None else keep_deleted),
                 )
 
         asking = asks(yes)

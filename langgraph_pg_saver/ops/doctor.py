@@ -310,10 +310,12 @@ def _deleted_check(doc: DoctorReport, driver: Driver, q: Queries, rows: int) -> 
             "deleted threads",
             "WARN",
             f"{about}records of deleted threads, the oldest from {oldest:%Y-%m-%d}: no "
-            f"retention job forgets them (it forgets those older than keep_deleted, 7 days by "
-            "default), so the table keeps a row for every thread ever deleted",
-            "run `langgraph-pg-saver prune --idle-for 30d` (or saver.retention()) on a "
-            "schedule; --keep-deleted sets how long a deleted thread refuses a late run's writes",
+            "retention job forgets them (retention forgets those older than keep_deleted, 7 "
+            "days by default), so the table keeps a row for every thread ever deleted; if they "
+            "are kept on purpose (keep_deleted=None or longer), nothing is wrong",
+            "schedule retention with your policy (saver.retention(...), or `langgraph-pg-saver "
+            "prune --keep-last N` / `--idle-for D`); `--keep-deleted` sets how long a deleted "
+            "thread refuses a late run's writes",
         )
     else:
         doc.add(
