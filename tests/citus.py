@@ -177,8 +177,17 @@ class Cluster:
             try:
                 with psycopg.connect(node, autocommit=True) as conn:
                     conn.execute("SET citus.enable_create_database_propagation = off")
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            except psycopg.Error as exc:
+                    for _ in range(100):
+                        try:
+                            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                            break
+                        except psycopg.errors.ObjectInUse:
+                            # Citus's maintenance daemon, which FORCE does not end: ended here
+                            conn.execute(_END_SESSIONS, (name,))
+                            time.sleep(0.05)
+                    else:
+                        raise RuntimeError(f"database {name} stays in use on {node}")
+            except (psycopg.Error, RuntimeError) as exc:
                 failed.append(exc)
         if failed:
             raise failed[0]
