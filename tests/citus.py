@@ -143,19 +143,8 @@ class Cluster:
         done: list[str] = []
         try:
             for node in self.node_dsns("postgres"):
-                with psycopg.connect(node, autocommit=True) as conn:
-                    # a local database on each node (a cluster given by DSN may propagate)
-                    conn.execute("SET citus.enable_create_database_propagation = off")
-                    for _ in range(100):
-                        try:
-                            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-                            break
-                        except psycopg.errors.ObjectInUse:
-                            # a daemon that had not seen the seal yet
-                            conn.execute(_END_SESSIONS, (template,))
-                            time.sleep(0.05)
-                    else:
-                        raise RuntimeError(f"template {template} stays in use on {node}")
+                # (a daemon that had not seen the seal yet may still be in the template)
+                _on_node(node, f'CREATE DATABASE "{name}" TEMPLATE "{template}"', template)
                 done.append(node)
         except BaseException:
             self._drop_on(done, name)
@@ -175,18 +164,8 @@ class Cluster:
         failed: list[BaseException] = []
         for node in reversed(nodes):
             try:
-                with psycopg.connect(node, autocommit=True) as conn:
-                    conn.execute("SET citus.enable_create_database_propagation = off")
-                    for _ in range(100):
-                        try:
-                            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                            break
-                        except psycopg.errors.ObjectInUse:
-                            # Citus's maintenance daemon, which FORCE does not end: ended here
-                            conn.execute(_END_SESSIONS, (name,))
-                            time.sleep(0.05)
-                    else:
-                        raise RuntimeError(f"database {name} stays in use on {node}")
+                # (Citus's maintenance daemon, which FORCE does not end, is ended by _on_node)
+                _on_node(node, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', name)
             except (psycopg.Error, RuntimeError) as exc:
                 failed.append(exc)
         if failed:
@@ -304,6 +283,21 @@ _END_SESSIONS = (
     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
     "WHERE datname = %s AND pid <> pg_backend_pid()"
 )
+
+
+def _on_node(node: str, statement: str, busy: str) -> None:
+    """``statement`` (a CREATE or DROP DATABASE) on one node alone, not propagated; while
+    database ``busy`` is in use, its sessions ended and the statement tried again."""
+    with psycopg.connect(node, autocommit=True) as conn:
+        conn.execute("SET citus.enable_create_database_propagation = off")
+        for _ in range(100):
+            try:
+                conn.execute(statement.encode())
+                return
+            except psycopg.errors.ObjectInUse:
+                conn.execute(_END_SESSIONS, (busy,))
+                time.sleep(0.05)
+    raise RuntimeError(f"database {busy} stays in use on {node}")
 
 
 @contextlib.contextmanager
